@@ -1,0 +1,23 @@
+"""Exceptions that carry a message fit to show a user (the CLI prints them without a traceback)."""
+
+from __future__ import annotations
+
+
+class WikidriftError(Exception):
+    """Base class: something the user can act on (bad input, bad config, unreachable source)."""
+
+
+class ConfigError(WikidriftError):
+    """A config value is missing or not allowed; the message names the key and the value."""
+
+
+class SourceError(WikidriftError):
+    """A snapshot source failed; the message names the article, URL or byte offset involved."""
+
+
+class DumpNotReadyError(SourceError):
+    """The requested dump has not finished (dumpstatus.json says so)."""
+
+
+class IntegrityError(SourceError):
+    """Downloaded bytes do not match the checksum the server published, or a stream is truncated."""

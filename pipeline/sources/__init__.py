@@ -1,0 +1,63 @@
+"""Where snapshots come from. Each source is download -> iterate -> extract and yields
+:class:`pipeline.records.RawRevision` objects for one snapshot date.
+
+- :mod:`pipeline.sources.mediawiki_api`: the MediaWiki Action API (revision current at a date).
+- :mod:`pipeline.sources.dumps`: Wikimedia XML dumps (multistream + index, Range requests) or a
+  local dump / Special:Export file.
+- :mod:`pipeline.sources.local`: a folder laid out like ``shared/wikisnap``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timezone
+from typing import Protocol
+
+from pipeline.records import RawRevision
+
+
+@dataclass(frozen=True)
+class ArticleSelection:
+    """Which articles to take. Both empty means every article the source holds."""
+
+    titles: tuple[str, ...] = field(default_factory=tuple)
+    page_ids: tuple[int, ...] = field(default_factory=tuple)
+
+    @property
+    def is_all(self) -> bool:
+        return not self.titles and not self.page_ids
+
+    def matches(self, page_id: int, title: str) -> bool:
+        """True when the page is selected (titles compare with MediaWiki's title normalization)."""
+        if self.is_all:
+            return True
+        return page_id in set(self.page_ids) or normalize_title(title) in {
+            normalize_title(t) for t in self.titles
+        }
+
+
+class SnapshotSource(Protocol):
+    """Anything that yields the revision of each selected article current at a date."""
+
+    def iter_revisions(
+        self, selection: ArticleSelection, snapshot_date: date
+    ) -> Iterator[RawRevision]: ...
+
+
+def normalize_title(title: str) -> str:
+    """MediaWiki title normalization for the main namespace: underscores to spaces, collapsed
+    whitespace, first letter upper-cased (enwiki is a first-letter-case wiki)."""
+    t = " ".join(title.replace("_", " ").split())
+    return t[:1].upper() + t[1:]
+
+
+def snapshot_cutoff(snapshot_date: date) -> datetime:
+    """The instant a snapshot date stands for: 00:00:00 UTC of that day. The revision current at
+    the snapshot is the latest one saved at or before this instant."""
+    return datetime.combine(snapshot_date, time(0, 0), tzinfo=timezone.utc)
+
+
+def parse_timestamp(ts: str) -> datetime:
+    """Parse a MediaWiki ISO 8601 timestamp ("2023-12-31T18:49:52Z") into an aware datetime."""
+    return datetime.fromisoformat(ts.replace("Z", "+00:00"))
