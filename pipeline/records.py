@@ -19,12 +19,12 @@ class RawRevision:
     revision_id: int
     revision_timestamp: str  # ISO 8601 UTC, e.g. "2023-12-31T18:49:52Z"
     wikitext: str
-    sha1: str | None = None  # the source's sha1 of the wikitext, when it provides one
+    sha1: str | None = None  # as the source gives it: hex from the API, base-36 in XML dumps
     namespace: int = 0
 
     @property
     def wikitext_sha1(self) -> str:
-        """sha1 of the wikitext as UTF-8 (computed; MediaWiki's own sha1 is base-36)."""
+        """Hex sha1 of the wikitext as UTF-8, computed here so every source compares alike."""
         return hashlib.sha1(self.wikitext.encode("utf-8")).hexdigest()
 
 

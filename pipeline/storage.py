@@ -21,6 +21,16 @@ SCHEMA_VERSION_KEY = b"wikidrift.schema_version"
 TABLE_NAME_KEY = b"wikidrift.table"
 
 
+def _umask_mode() -> int:
+    # mkstemp creates 0600 files; published outputs should get the usual permissions.
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _umask_mode()
+
+
 class SchemaVersionError(RuntimeError):
     """A Parquet file was written with a schema version this code cannot read."""
 
@@ -31,6 +41,7 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, _FILE_MODE)
     try:
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
             yield fh
@@ -93,6 +104,7 @@ class AtomicParquetWriter:
         fd, tmp = tempfile.mkstemp(
             prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
         )
+        os.fchmod(fd, _FILE_MODE)
         os.close(fd)
         self._tmp = Path(tmp)
         self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
@@ -134,7 +146,11 @@ class AtomicParquetWriter:
 
 
 def read_parquet(
-    path: str | Path, *, expected_table: str, max_schema_version: int, columns: list[str] | None = None
+    path: str | Path,
+    *,
+    expected_table: str,
+    max_schema_version: int,
+    columns: list[str] | None = None,
 ) -> pa.Table:
     """Read a table written by :func:`write_parquet_atomic`, refusing unknown schema versions."""
     path = Path(path)
@@ -148,7 +164,8 @@ def read_parquet(
     version = int(meta.get(SCHEMA_VERSION_KEY, b"0"))
     if not 1 <= version <= max_schema_version:
         raise SchemaVersionError(
-            f"{path}: schema version {version}; this wikidrift reads versions 1..{max_schema_version}"
+            f"{path}: schema version {version}; "
+            f"this wikidrift reads versions 1..{max_schema_version}"
         )
     return pq.read_table(path, columns=columns)
 

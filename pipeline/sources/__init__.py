@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timezone
+from datetime import UTC, date, datetime, time
+from functools import cached_property
 from typing import Protocol
 
 from pipeline.records import RawRevision
@@ -28,13 +29,19 @@ class ArticleSelection:
     def is_all(self) -> bool:
         return not self.titles and not self.page_ids
 
+    @cached_property
+    def _id_set(self) -> frozenset[int]:
+        return frozenset(self.page_ids)
+
+    @cached_property
+    def _title_set(self) -> frozenset[str]:
+        return frozenset(normalize_title(t) for t in self.titles)
+
     def matches(self, page_id: int, title: str) -> bool:
         """True when the page is selected (titles compare with MediaWiki's title normalization)."""
         if self.is_all:
             return True
-        return page_id in set(self.page_ids) or normalize_title(title) in {
-            normalize_title(t) for t in self.titles
-        }
+        return page_id in self._id_set or normalize_title(title) in self._title_set
 
 
 class SnapshotSource(Protocol):
@@ -43,6 +50,10 @@ class SnapshotSource(Protocol):
     def iter_revisions(
         self, selection: ArticleSelection, snapshot_date: date
     ) -> Iterator[RawRevision]: ...
+
+    def not_delivered(self) -> list[str]:
+        """What the last ``iter_revisions`` was asked for but did not yield, with reasons."""
+        ...
 
 
 def normalize_title(title: str) -> str:
@@ -55,7 +66,7 @@ def normalize_title(title: str) -> str:
 def snapshot_cutoff(snapshot_date: date) -> datetime:
     """The instant a snapshot date stands for: 00:00:00 UTC of that day. The revision current at
     the snapshot is the latest one saved at or before this instant."""
-    return datetime.combine(snapshot_date, time(0, 0), tzinfo=timezone.utc)
+    return datetime.combine(snapshot_date, time(0, 0), tzinfo=UTC)
 
 
 def parse_timestamp(ts: str) -> datetime:

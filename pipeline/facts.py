@@ -1,0 +1,201 @@
+"""Checkable facts in a sentence: numbers, dates and named entities, normalized for comparison.
+
+Two sentences can be 0.99-similar to a sentence embedder and still state different facts
+("as of March 29, 2022" vs "as of May 8, 2024"). :func:`fact_differences` lists what differs,
+so the labeling engine can refuse to call such a pair unchanged.
+
+Normalization: "1,998" = "1998", "2.5 million" = 2500000, "5%" = 5; "May 8, 2024" =
+"8 May 2024" = "2024-05-08", "May 2024" = "2024-05"; entities case-folded. Formatting-only
+edits (casing, commas, whitespace) produce no difference.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+_MONTHS = {
+    m: i
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for m in names
+}
+_MONTH_RE = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+_YEAR = r"(?:1\d{3}|20\d{2}|2100)"
+
+
+def _month(name: str) -> int:
+    return _MONTHS[name.lower().rstrip(".")]
+
+
+def _day(text: str) -> int:
+    return int(re.sub(r"\D", "", text))
+
+
+_DATE_PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
+    (
+        re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b"),
+        lambda m: f"{m[1]}-{m[2]}-{m[3]}",
+    ),
+    (  # May 8, 2024 / May 8 2024
+        re.compile(rf"\b({_MONTH_RE})\s+({_DAY}),?\s+({_YEAR})\b", re.I),
+        lambda m: _iso(m[3], m[1], m[2]),
+    ),
+    (  # 8 May 2024
+        re.compile(rf"\b({_DAY})\s+({_MONTH_RE}),?\s+({_YEAR})\b", re.I),
+        lambda m: _iso(m[3], m[2], m[1]),
+    ),
+    (  # May 2024
+        re.compile(rf"\b({_MONTH_RE}),?\s+({_YEAR})\b", re.I),
+        lambda m: f"{m[2]}-{_month(m[1]):02d}",
+    ),
+    (  # May 8 (no year): still a fact that can change
+        re.compile(rf"\b({_MONTH_RE})\s+({_DAY})\b(?!\s*,?\s*\d)", re.I),
+        lambda m: f"--{_month(m[1]):02d}-{_day(m[2]):02d}",
+    ),
+]
+_SCALES = {
+    "thousand": Decimal(10**3),
+    "million": Decimal(10**6),
+    "billion": Decimal(10**9),
+    "trillion": Decimal(10**12),
+    "k": Decimal(10**3),
+    "m": Decimal(10**6),
+    "bn": Decimal(10**9),
+}
+_NUMBER_RE = re.compile(
+    r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(thousand|million|billion|trillion|bn|k|m)\b)?",
+    re.I,
+)
+_WORD_NUMBERS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
+    "forty": 40, "fifty": 50, "hundred": 100,
+}  # fmt: skip
+_WORD_NUMBER_RE = re.compile(r"\b(" + "|".join(_WORD_NUMBERS) + r")\b", re.I)
+# Entity types already covered by the number and date extractors.
+_NUMERIC_ENTITY_TYPES = {"DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL"}
+
+
+def _iso(year: str, month: str, day: str) -> str:
+    return f"{year}-{_month(month):02d}-{_day(day):02d}"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The normalized facts of one sentence."""
+
+    numbers: frozenset[str]
+    dates: frozenset[str]
+    entities: frozenset[str]
+
+
+def _normalize_number(integer: str, fraction: str | None, scale: str | None) -> str | None:
+    try:
+        value = Decimal(integer.replace(",", "") + (fraction or ""))
+    except InvalidOperation:
+        return None
+    if scale:
+        value *= _SCALES[scale.lower()]
+    value = value.normalize()
+    return format(value, "f")
+
+
+def extract_dates(text: str) -> tuple[set[str], str]:
+    """ISO-normalized dates in ``text`` and the text with those dates blanked out."""
+    found: set[str] = set()
+    for pattern, to_iso in _DATE_PATTERNS:
+
+        def _take(m: re.Match[str], to_iso: Callable[[re.Match[str]], str] = to_iso) -> str:
+            found.add(to_iso(m))
+            return " "
+
+        text = pattern.sub(_take, text)
+    return found, text
+
+
+def extract_numbers(text: str) -> set[str]:
+    """Normalized numbers in ``text`` (commas dropped, scale words applied, spelled-out small
+    numbers included)."""
+    numbers = set()
+    for m in _NUMBER_RE.finditer(text):
+        value = _normalize_number(m[1], m[2], m[3])
+        if value is not None:
+            numbers.add(value)
+    numbers.update(str(_WORD_NUMBERS[m[1].lower()]) for m in _WORD_NUMBER_RE.finditer(text))
+    return numbers
+
+
+def extract_facts(text: str, entities: Iterable[tuple[str, str]] = ()) -> Facts:
+    """Facts of a sentence. ``entities`` are (text, label) pairs from a NER model, if any."""
+    dates, rest = extract_dates(text)
+    ents = {
+        " ".join(e.casefold().split())
+        for e, label in entities
+        if label not in _NUMERIC_ENTITY_TYPES and e.strip()
+    }
+    return Facts(frozenset(extract_numbers(rest)), frozenset(dates), frozenset(ents))
+
+
+def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> list[str]:
+    """What differs between the facts of two sentences, as short human-readable strings; empty
+    when they state the same numbers, dates and entities. An entity counts as differing only if
+    its case-folded text is absent from the other sentence (NER tags "East Division" but not
+    "East division": a casing edit is not a change of fact)."""
+    diffs = []
+    for kind in ("numbers", "dates"):
+        a, b = getattr(old_facts, kind), getattr(new_facts, kind)
+        if a != b:
+            diffs.append(f"{kind}: {sorted(a - b)} -> {sorted(b - a)}")
+    old_cf, new_cf = " ".join(old.casefold().split()), " ".join(new.casefold().split())
+    gone = sorted(e for e in old_facts.entities - new_facts.entities if e not in new_cf)
+    added = sorted(e for e in new_facts.entities - old_facts.entities if e not in old_cf)
+    if gone or added:
+        diffs.append(f"entities: {gone} -> {added}")
+    return diffs
+
+
+class FactExtractor:
+    """Extracts :class:`Facts` for many sentences, with spaCy NER when a model is available."""
+
+    def __init__(self, spacy_model: str | None = None, *, use_ner: bool = True) -> None:
+        self._model_name = spacy_model
+        self._use_ner = use_ner
+        self._nlp = None
+        self.model_name = "regex"
+
+    def _load(self) -> None:
+        from pipeline.text import load_spacy
+
+        self._nlp, name = load_spacy(self._model_name, keep=("ner",))
+        self.model_name = f"regex+ner:{name}"
+
+    def extract_many(self, texts: list[str]) -> list[Facts]:
+        """Facts for each text, running NER over all of them in one batched pass."""
+        if not self._use_ner:
+            return [extract_facts(t) for t in texts]
+        if self._nlp is None:
+            self._load()
+        assert self._nlp is not None
+        return [
+            extract_facts(t, [(e.text, e.label_) for e in doc.ents])
+            for t, doc in zip(texts, self._nlp.pipe(texts, batch_size=64), strict=True)
+        ]

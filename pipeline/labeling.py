@@ -1,0 +1,329 @@
+"""The labeling stage: two snapshots on disk in, ``labels/<old>__<new>/`` out.
+
+Writes ``sentence_labels.parquet`` (one row per new sentence plus one per deleted old
+sentence, with evidence: matched old indices, similarity, NLI probabilities, the rule and the
+model that decided) and ``summary.json`` (counts per label in the layout of GrowOVER Appendix
+E, per-page counts, model calls, settings). Pages are processed in shards; a finished shard
+survives a crash. A pair already labeled with the same inputs and settings is not redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.align import (
+    LABELS,
+    AlignSettings,
+    ContradictionChecker,
+    LabelingStats,
+    PageSentences,
+    SentenceLabel,
+    SentenceLabeler,
+)
+from pipeline.config import Config
+from pipeline.errors import WikidriftError
+from pipeline.facts import FactExtractor
+from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
+from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
+from pipeline.models.vector_cache import ResultCache, VectorCache
+from pipeline.shards import ShardedOutput
+from pipeline.snapshot import read_table
+from pipeline.storage import read_parquet, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+LABELS_SCHEMA = pa.schema(
+    [
+        ("page_id", pa.int64()),
+        ("new_idx", pa.int32()),
+        ("old_idx", pa.list_(pa.int32())),
+        ("label", pa.string()),
+        ("rule", pa.string()),
+        ("decided_by", pa.string()),
+        ("text", pa.string()),
+        ("old_text", pa.string()),
+        ("similarity", pa.float64()),
+        ("nli_entailment", pa.float64()),
+        ("nli_neutral", pa.float64()),
+        ("nli_contradiction", pa.float64()),
+        ("verified", pa.bool_()),
+        ("reason", pa.string()),
+    ]
+)
+
+
+@dataclass
+class LabelSummary:
+    """What a labeling run found (also ``summary.json``)."""
+
+    old: str
+    new: str
+    inputs_digest: str
+    counts: dict[str, int]
+    pages: dict[str, int]
+    model_calls: dict[str, int]
+    settings: dict
+    models: dict[str, str | None]
+    seconds: float = 0.0
+    fact_guard_flips: int = 0
+    already_done: bool = False
+    per_page: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """One line for the CLI."""
+        counts = " ".join(f"{k}={self.counts.get(k, 0)}" for k in LABELS)
+        state = " (already labeled)" if self.already_done else f" in {self.seconds:.1f}s"
+        return f"{self.old} -> {self.new}: {counts}{state}"
+
+    def table(self) -> str:
+        """Counts as a Markdown table in the layout of GrowOVER Appendix E."""
+        c = self.counts
+        total = sum(c.get(k, 0) for k in ("unchanged", "new", "changed"))
+        return (
+            "| pair | Unchanged | New | Changed | Deleted | Unlabeled | Total |\n"
+            "|---|---:|---:|---:|---:|---:|---:|\n"
+            f"| {self.old} -> {self.new} | {c.get('unchanged', 0)} | {c.get('new', 0)} | "
+            f"{c.get('changed', 0)} | {c.get('deleted', 0)} | {c.get('unlabeled', 0)} | {total} |"
+        )
+
+
+def labels_dir(workdir: str | Path, old: str, new: str) -> Path:
+    """``<workdir>/labels/<old>__<new>``."""
+    return Path(workdir) / "labels" / f"{old}__{new}"
+
+
+def read_labels(workdir: str | Path, old: str, new: str) -> pa.Table:
+    """The sentence labels of a finished labeling run."""
+    path = labels_dir(workdir, old, new)
+    if not (path / "summary.json").exists():
+        raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
+    return read_parquet(
+        path / "sentence_labels.parquet",
+        expected_table="sentence_labels",
+        max_schema_version=SCHEMA_VERSION,
+    )
+
+
+def read_label_summary(workdir: str | Path, old: str, new: str) -> LabelSummary:
+    """The stored summary of a finished labeling run."""
+    path = labels_dir(workdir, old, new) / "summary.json"
+    if not path.exists():
+        raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
+    return LabelSummary(**json.loads(path.read_text()))
+
+
+def _snapshot_digest(workdir: Path, date: str) -> str:
+    arts = read_table(
+        workdir, date, "articles", columns=["page_id", "wikitext_sha1", "text_version"]
+    )
+    h = hashlib.sha256()
+    for row in sorted(zip(*(arts[c].to_pylist() for c in arts.column_names), strict=True)):
+        h.update(repr(row).encode())
+    return h.hexdigest()[:16]
+
+
+def _pages(workdir: Path, date: str, page_ids: list[int]) -> dict[int, PageSentences]:
+    arts = read_table(workdir, date, "articles", page_ids=page_ids).to_pylist()
+    sents = read_table(workdir, date, "sentences", page_ids=page_ids)
+    pages = {
+        a["page_id"]: PageSentences(a["page_id"], a["title"], a["revision_id"], [], [])
+        for a in arts
+    }
+    for pid, idx, text, h in zip(
+        sents["page_id"].to_pylist(),
+        sents["sent_idx"].to_pylist(),
+        sents["text"].to_pylist(),
+        sents["text_hash"].to_pylist(),
+        strict=True,
+    ):
+        page = pages[pid]
+        if idx != len(page.texts):
+            raise WikidriftError(f"snapshot {date}: page {pid} sentence indices are not 0..n-1")
+        page.texts.append(text)
+        page.hashes.append(h)
+    return pages
+
+
+def make_labeler(
+    cfg: Config,
+    workdir: str | Path,
+    *,
+    naive: bool = False,
+    checker: ContradictionChecker | None = None,
+    embedder: Embedder | None = None,
+    nli: NLIClassifier | None = None,
+) -> SentenceLabeler:
+    """A labeler with the configured models behind on-disk caches in ``<workdir>/cache``.
+    ``naive`` (reference mode for benchmarks) uses no cache and no shortcut."""
+    cache_dir = Path(workdir) / "cache"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    base = embedder or load_embedder(
+        cfg.models.embedder, device=cfg.models.device, batch_size=cfg.models.embed_batch_size
+    )
+    nli_model = (
+        nli
+        if nli is not None
+        else load_nli(
+            cfg.models.nli or None, device=cfg.models.device, batch_size=cfg.models.nli_batch_size
+        )
+    )
+    if not naive:
+        base = CachedEmbedder(base, VectorCache(cache_dir / "embeddings.sqlite"))
+        if nli_model is not None:
+            nli_model = CachedNLIClassifier(nli_model, ResultCache(cache_dir / "nli.sqlite"))
+    settings = AlignSettings(
+        unchanged_threshold=cfg.align.unchanged_threshold,
+        changed_min_similarity=cfg.align.changed_min_similarity,
+        new_max_similarity=cfg.align.new_max_similarity,
+        max_span=cfg.align.max_span,
+        faithful=cfg.align.faithful,
+    )
+    return SentenceLabeler(
+        base,
+        nli=nli_model,
+        checker=checker,
+        settings=settings,
+        facts=FactExtractor(cfg.text.spacy_model or None),
+        naive=naive,
+    )
+
+
+def _model_calls(labeler: SentenceLabeler, stats: LabelingStats) -> dict[str, int]:
+    emb = labeler.embedder
+    return {
+        "texts_embedded": getattr(getattr(emb, "embedder", emb), "texts_embedded", 0),
+        "embedding_cache_hits": getattr(emb, "hits", 0),
+        "nli_pairs": stats.nli_pairs,
+        "nli_pairs_computed": getattr(
+            getattr(labeler.nli, "classifier", labeler.nli), "pairs_classified", 0
+        ),
+        "llm_checks": stats.llm_checks,
+        "exact_matches": stats.exact_matches,
+        "similarity_pairs": stats.similarity_pairs,
+        "span_texts": stats.span_texts,
+    }
+
+
+def _rows_table(rows: list[SentenceLabel]) -> pa.Table:
+    return pa.Table.from_pylist([asdict(r) for r in rows], schema=LABELS_SCHEMA)
+
+
+def label_snapshots(
+    workdir: str | Path,
+    old: str,
+    new: str,
+    labeler: SentenceLabeler,
+    *,
+    shard_pages: int = 200,
+    force: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> LabelSummary:
+    """Label every sentence of snapshot ``new`` against snapshot ``old`` and store the result."""
+    started = time.monotonic()
+    workdir = Path(workdir)
+    if old >= new:
+        raise WikidriftError(f"labels go from an older to a newer snapshot, got {old} -> {new}")
+    out = labels_dir(workdir, old, new)
+    settings = asdict(labeler.settings) | {"naive": labeler.naive}
+    models: dict[str, str | None] = {
+        "embedder": labeler.embedder.model_id,
+        "nli": labeler.nli.model_id if labeler.nli else None,
+        "contradiction_checker": labeler.checker.model_id if labeler.checker else None,
+    }
+    digest = hashlib.sha256(
+        json.dumps(
+            {
+                "old": _snapshot_digest(workdir, old),
+                "new": _snapshot_digest(workdir, new),
+                "settings": settings,
+                "models": models,
+            },
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()[:16]
+    if (out / "summary.json").exists() and not force:
+        stored = read_label_summary(workdir, old, new)
+        if stored.inputs_digest == digest:
+            stored.already_done = True
+            return stored
+    (out / "summary.json").unlink(missing_ok=True)
+
+    old_ids = read_table(workdir, old, "articles", columns=["page_id"])["page_id"].to_pylist()
+    new_ids = read_table(workdir, new, "articles", columns=["page_id"])["page_id"].to_pylist()
+    new_set = set(new_ids)
+    order = new_ids + [p for p in old_ids if p not in new_set]
+    shards = ShardedOutput(
+        out,
+        {"sentence_labels": LABELS_SCHEMA},
+        schema_version=SCHEMA_VERSION,
+        request={"inputs_digest": digest},
+    )
+    done_pages = {p for part in shards.completed() for p in part["page_ids"]}
+    totals = LabelingStats()
+    for part in shards.completed():
+        totals.merge(LabelingStats(**part["stats"]))
+    if progress and done_pages:
+        progress(len(done_pages))
+    todo = [p for p in order if p not in done_pages]
+    for start in range(0, len(todo), shard_pages):
+        ids = todo[start : start + shard_pages]
+        olds = _pages(workdir, old, ids)
+        news = _pages(workdir, new, ids)
+        rows, stats = labeler.label_pages([(olds.get(p), news.get(p)) for p in ids])
+        stats_dict = asdict(stats)
+        stats_dict["flipped_examples"] = [list(x) for x in stats.flipped_examples]
+        shards.write_part(
+            {"sentence_labels": _rows_table(rows)}, {"page_ids": ids, "stats": stats_dict}
+        )
+        totals.merge(stats)
+        if progress:
+            progress(len(ids))
+    shards.finalize()
+    table = read_parquet(
+        out / "sentence_labels.parquet",
+        expected_table="sentence_labels",
+        max_schema_version=SCHEMA_VERSION,
+    )
+    counts = dict.fromkeys(LABELS, 0)
+    per_page: dict[str, dict[str, int]] = {}
+    for pid, label in zip(table["page_id"].to_pylist(), table["label"].to_pylist(), strict=True):
+        counts[label] += 1
+        page = per_page.setdefault(str(pid), dict.fromkeys(LABELS, 0))
+        page[label] += 1
+    summary = LabelSummary(
+        old=old,
+        new=new,
+        inputs_digest=digest,
+        counts=counts,
+        pages={
+            "total": len(order),
+            "identical": totals.pages_identical,
+            "new": totals.pages_new,
+            "deleted": totals.pages_deleted,
+        },
+        model_calls=_model_calls(labeler, totals),
+        settings=settings,
+        models=models | {"facts": labeler.facts.model_name},
+        seconds=round(time.monotonic() - started, 3),
+        fact_guard_flips=totals.fact_guard_flips,
+        per_page=per_page,
+    )
+    write_json_atomic(out / "summary.json", asdict(summary))
+    write_json_atomic(
+        out / "fact_guard_flips.json",
+        [
+            {"page_id": p, "old": o, "new": n, "differences": d}
+            for p, o, n, d in totals.flipped_examples
+        ],
+    )
+    shards.cleanup()
+    return summary

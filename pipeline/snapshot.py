@@ -1,0 +1,393 @@
+"""Snapshots on disk: articles, sentences and raw revisions of one date, as Parquet.
+
+Layout under ``<workdir>/snapshots/<date>/``::
+
+    articles.parquet    page_id, title, revision_id, revision_timestamp, snapshot,
+                        wikitext_sha1, n_paragraphs, n_sentences, text_version
+    sentences.parquet   page_id, sent_idx, para_idx, section, text, text_hash
+    revisions.parquet   page_id, revision_id, wikitext   (so a re-parse needs no re-fetch)
+    snapshot.json       what was asked for and what came out; written last = complete
+
+A build streams the source in shards of articles; each finished shard is written (atomically)
+to ``_work/`` so a crash or Ctrl-C loses at most one shard and a re-run resumes. An article
+whose wikitext is byte-identical to the one in an earlier snapshot of the same workdir is not
+parsed again: its sentences are copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.errors import WikidriftError
+from pipeline.records import RawRevision
+from pipeline.shards import ShardedOutput
+from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
+from pipeline.storage import read_parquet, write_json_atomic
+from pipeline.text import SentenceSplitter, sentence_hash, wikitext_to_paragraphs
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+# Bump when wikitext -> sentence extraction changes, so stored parses are not reused.
+TEXT_PIPELINE_VERSION = "text-1"
+
+ARTICLES_SCHEMA = pa.schema(
+    [
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("revision_id", pa.int64()),
+        ("revision_timestamp", pa.string()),
+        ("snapshot", pa.string()),
+        ("wikitext_sha1", pa.string()),
+        ("n_paragraphs", pa.int32()),
+        ("n_sentences", pa.int32()),
+        ("text_version", pa.string()),
+    ]
+)
+SENTENCES_SCHEMA = pa.schema(
+    [
+        ("page_id", pa.int64()),
+        ("sent_idx", pa.int32()),
+        ("para_idx", pa.int32()),
+        ("section", pa.string()),
+        ("text", pa.string()),
+        ("text_hash", pa.string()),
+    ]
+)
+REVISIONS_SCHEMA = pa.schema(
+    [("page_id", pa.int64()), ("revision_id", pa.int64()), ("wikitext", pa.large_string())]
+)
+_TABLES = {
+    "articles": ARTICLES_SCHEMA,
+    "sentences": SENTENCES_SCHEMA,
+    "revisions": REVISIONS_SCHEMA,
+}
+
+
+@dataclass
+class SnapshotSummary:
+    """What a snapshot build produced (also stored as ``snapshot.json``)."""
+
+    snapshot: str
+    source: str
+    selection_digest: str
+    text_version: str
+    articles: int = 0
+    sentences: int = 0
+    parsed_articles: int = 0
+    reused_articles: int = 0
+    resumed_articles: int = 0
+    not_delivered: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    already_built: bool = False
+
+    def line(self) -> str:
+        """The one-line summary the CLI prints."""
+        extra = f" reused={self.reused_articles}" if self.reused_articles else ""
+        if self.resumed_articles:
+            extra += f" resumed={self.resumed_articles}"
+        if self.not_delivered:
+            extra += f" not_delivered={len(self.not_delivered)}"
+        state = " (already built)" if self.already_built else f" in {self.seconds:.1f}s"
+        return f"articles={self.articles} sentences={self.sentences}{extra}{state}"
+
+
+def snapshot_dir(workdir: str | Path, snapshot_date: date | str) -> Path:
+    """``<workdir>/snapshots/<YYYY-MM-DD>``."""
+    return Path(workdir) / "snapshots" / str(snapshot_date)
+
+
+def is_complete(workdir: str | Path, snapshot_date: date | str) -> bool:
+    """True when a snapshot finished building (its ``snapshot.json`` exists)."""
+    return (snapshot_dir(workdir, snapshot_date) / "snapshot.json").exists()
+
+
+def list_snapshots(workdir: str | Path) -> list[str]:
+    """Dates of the complete snapshots in a workdir, ascending."""
+    root = Path(workdir) / "snapshots"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "snapshot.json").exists())
+
+
+def read_summary(workdir: str | Path, snapshot_date: date | str) -> SnapshotSummary:
+    """The stored summary of a complete snapshot."""
+    path = snapshot_dir(workdir, snapshot_date) / "snapshot.json"
+    if not path.exists():
+        raise WikidriftError(
+            f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
+        )
+    return SnapshotSummary(**json.loads(path.read_text()))
+
+
+def read_table(
+    workdir: str | Path,
+    snapshot_date: date | str,
+    name: str,
+    *,
+    page_ids: Iterable[int] | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """Read ``articles``, ``sentences`` or ``revisions`` of a complete snapshot, optionally only
+    for some pages (pushed down to the Parquet reader)."""
+    if name not in _TABLES:
+        raise ValueError(f"unknown snapshot table {name!r}; one of {sorted(_TABLES)}")
+    if not is_complete(workdir, snapshot_date):
+        raise WikidriftError(
+            f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
+        )
+    path = snapshot_dir(workdir, snapshot_date) / f"{name}.parquet"
+    table = read_parquet(
+        path, expected_table=name, max_schema_version=SCHEMA_VERSION, columns=columns
+    )
+    if page_ids is not None:
+        table = table.filter(pc.is_in(table["page_id"], pa.array(list(page_ids), pa.int64())))
+    return table
+
+
+def selection_digest(selection: ArticleSelection) -> str:
+    """A short stable hash of an article selection (resume only continues the same request)."""
+    blob = json.dumps(
+        {"titles": [normalize_title(t) for t in selection.titles], "ids": list(selection.page_ids)}
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _chunks(items: Iterator[RawRevision], size: int) -> Iterator[list[RawRevision]]:
+    chunk: list[RawRevision] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _PreviousParses:
+    """Sentences of byte-identical wikitext in the latest earlier snapshot, for reuse."""
+
+    def __init__(self, workdir: Path, snapshot_date: date, text_version: str) -> None:
+        self.workdir = workdir
+        self.date: str | None = None
+        self.sha1_by_page: dict[int, str] = {}
+        earlier = [d for d in list_snapshots(workdir) if d < snapshot_date.isoformat()]
+        if not earlier:
+            return
+        self.date = earlier[-1]
+        arts = read_table(workdir, self.date, "articles")
+        for pid, sha, ver in zip(
+            arts["page_id"].to_pylist(),
+            arts["wikitext_sha1"].to_pylist(),
+            arts["text_version"].to_pylist(),
+            strict=True,
+        ):
+            if ver == text_version:
+                self.sha1_by_page[pid] = sha
+
+    def reusable(self, rev: RawRevision) -> bool:
+        return self.sha1_by_page.get(rev.page_id) == rev.wikitext_sha1
+
+    def sentences(self, page_ids: list[int]) -> pa.Table:
+        assert self.date is not None
+        return read_table(self.workdir, self.date, "sentences", page_ids=page_ids)
+
+
+def _article_row(rev: RawRevision, snap: str, n_par: int, n_sent: int, version: str) -> dict:
+    return {
+        "page_id": rev.page_id,
+        "title": rev.title,
+        "revision_id": rev.revision_id,
+        "revision_timestamp": rev.revision_timestamp,
+        "snapshot": snap,
+        "wikitext_sha1": rev.wikitext_sha1,
+        "n_paragraphs": n_par,
+        "n_sentences": n_sent,
+        "text_version": version,
+    }
+
+
+def parse_revisions(
+    revisions: list[RawRevision], splitter: SentenceSplitter
+) -> tuple[list[list[dict]], list[int]]:
+    """Sentence rows (and paragraph counts) for each revision, splitting all paragraphs of the
+    batch in one spaCy pass. Errors name the article that failed."""
+    paragraphs_per_rev = []
+    for rev in revisions:
+        try:
+            paragraphs_per_rev.append(wikitext_to_paragraphs(rev.wikitext))
+        except Exception as exc:  # noqa: BLE001 - any parser failure must name its article
+            raise WikidriftError(
+                f"article {rev.title!r} (page {rev.page_id}, revision {rev.revision_id}): "
+                f"wikitext could not be parsed: {exc}"
+            ) from exc
+    flat_texts = [p.text for paras in paragraphs_per_rev for p in paras]
+    split_iter = splitter.split(flat_texts)
+    rows_per_rev: list[list[dict]] = []
+    for rev, paras in zip(revisions, paragraphs_per_rev, strict=True):
+        rows: list[dict] = []
+        for para_idx, para in enumerate(paras):
+            for sentence in next(split_iter):
+                rows.append(
+                    {
+                        "page_id": rev.page_id,
+                        "sent_idx": len(rows),
+                        "para_idx": para_idx,
+                        "section": para.section,
+                        "text": sentence,
+                        "text_hash": sentence_hash(sentence),
+                    }
+                )
+        rows_per_rev.append(rows)
+    return rows_per_rev, [len(p) for p in paragraphs_per_rev]
+
+
+def build_snapshot(
+    source: SnapshotSource,
+    selection: ArticleSelection,
+    snapshot_date: date,
+    workdir: str | Path,
+    *,
+    splitter: SentenceSplitter,
+    source_description: str,
+    shard_size: int = 200,
+    force: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> SnapshotSummary:
+    """Fetch, parse and store the snapshot of ``selection`` at ``snapshot_date``.
+
+    Idempotent: a complete snapshot is not rebuilt unless ``force``. Resumable: finished shards
+    of an interrupted build of the same request are kept and their articles not fetched again.
+    ``progress`` is called with the number of articles finished in each shard.
+    """
+    started = time.monotonic()
+    workdir = Path(workdir)
+    out = snapshot_dir(workdir, snapshot_date)
+    text_version = f"{TEXT_PIPELINE_VERSION}/{splitter.model_name}"
+    summary = SnapshotSummary(
+        snapshot=snapshot_date.isoformat(),
+        source=source_description,
+        selection_digest=selection_digest(selection),
+        text_version=text_version,
+    )
+    if is_complete(workdir, snapshot_date) and not force:
+        stored = read_summary(workdir, snapshot_date)
+        stored.already_built = True
+        return stored
+
+    if force:
+        # A forced rebuild that dies half-way must not leave the old snapshot looking complete.
+        (out / "snapshot.json").unlink(missing_ok=True)
+    shards = ShardedOutput(
+        out,
+        _TABLES,
+        schema_version=SCHEMA_VERSION,
+        request={
+            "source": source_description,
+            "selection": summary.selection_digest,
+            "text_version": text_version,
+        },
+    )
+    done_ids: set[int] = set()
+    done_titles: set[str] = set()
+    for done in shards.completed():
+        done_ids.update(done["page_ids"])
+        done_titles.update(done["titles"])
+    summary.resumed_articles = len(done_ids)
+    if progress and done_ids:
+        progress(len(done_ids))
+
+    remaining = selection
+    if not selection.is_all and done_ids:
+        remaining = ArticleSelection(
+            titles=tuple(t for t in selection.titles if normalize_title(t) not in done_titles),
+            page_ids=tuple(p for p in selection.page_ids if p not in done_ids),
+        )
+    previous = _PreviousParses(workdir, snapshot_date, text_version)
+    seen_ids = set(done_ids)
+
+    def fresh_revisions() -> Iterator[RawRevision]:
+        if remaining.titles or remaining.page_ids or remaining.is_all:
+            for rev in source.iter_revisions(remaining, snapshot_date):
+                if rev.page_id in seen_ids:
+                    continue  # resumed, or reached twice through a redirect
+                seen_ids.add(rev.page_id)
+                yield rev
+
+    for shard in _chunks(fresh_revisions(), shard_size):
+        reuse = [r for r in shard if previous.reusable(r)]
+        fresh = [r for r in shard if not previous.reusable(r)]
+        rows_by_page: dict[int, list[dict]] = {}
+        n_par_by_page: dict[int, int] = {}
+        if fresh:
+            rows, n_pars = parse_revisions(fresh, splitter)
+            for rev, r, n in zip(fresh, rows, n_pars, strict=True):
+                rows_by_page[rev.page_id] = r
+                n_par_by_page[rev.page_id] = n
+        if reuse:
+            old = previous.sentences([r.page_id for r in reuse]).to_pylist()
+            for row in old:
+                rows_by_page.setdefault(row["page_id"], []).append(row)
+            for rev in reuse:
+                page_rows = sorted(rows_by_page.get(rev.page_id, []), key=lambda r: r["sent_idx"])
+                rows_by_page[rev.page_id] = page_rows
+                n_par_by_page[rev.page_id] = len({r["para_idx"] for r in page_rows})
+        summary.parsed_articles += len(fresh)
+        summary.reused_articles += len(reuse)
+        tables = {
+            "articles": pa.Table.from_pylist(
+                [
+                    _article_row(
+                        r,
+                        summary.snapshot,
+                        n_par_by_page[r.page_id],
+                        len(rows_by_page[r.page_id]),
+                        text_version,
+                    )
+                    for r in shard
+                ],
+                schema=ARTICLES_SCHEMA,
+            ),
+            "sentences": pa.Table.from_pylist(
+                [row for r in shard for row in rows_by_page[r.page_id]], schema=SENTENCES_SCHEMA
+            ),
+            "revisions": pa.Table.from_pylist(
+                [
+                    {"page_id": r.page_id, "revision_id": r.revision_id, "wikitext": r.wikitext}
+                    for r in shard
+                ],
+                schema=REVISIONS_SCHEMA,
+            ),
+        }
+        shards.write_part(
+            tables,
+            {
+                "page_ids": [r.page_id for r in shard],
+                "titles": [normalize_title(r.title) for r in shard],
+                "parsed": len(fresh),
+                "reused": len(reuse),
+            },
+        )
+        if progress:
+            progress(len(shard))
+
+    summary.not_delivered = source.not_delivered()
+    rows = shards.finalize()
+    summary.articles, summary.sentences = rows["articles"], rows["sentences"]
+    parts = shards.completed()
+    summary.parsed_articles = sum(p["parsed"] for p in parts)
+    summary.reused_articles = sum(p["reused"] for p in parts)
+    summary.seconds = round(time.monotonic() - started, 3)
+    write_json_atomic(out / "snapshot.json", asdict(summary) | {"already_built": False})
+    shards.cleanup()
+    return summary

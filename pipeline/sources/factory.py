@@ -1,0 +1,75 @@
+"""Build the configured snapshot source and article selection (used by the CLI and flows)."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+from pipeline.sources import ArticleSelection, SnapshotSource
+from pipeline.sources.dumps import DumpSource
+from pipeline.sources.local import RevisionsDirSource
+from pipeline.sources.mediawiki_api import (
+    MediaWikiApiSource,
+    MediaWikiClient,
+    current_events_titles,
+    read_article_list,
+)
+
+
+def api_client(cfg: Config) -> MediaWikiClient:
+    """A MediaWiki client with the configured endpoint (``--input`` overrides it)."""
+    endpoint = cfg.snapshot.input if cfg.snapshot.source == "api" and cfg.snapshot.input else None
+    return MediaWikiClient(
+        endpoint or cfg.api.endpoint,
+        user_agent=cfg.api.user_agent,
+        maxlag=cfg.api.maxlag,
+        max_retries=cfg.api.max_retries,
+        min_interval_s=cfg.api.min_interval_s,
+        timeout_s=cfg.api.timeout_s,
+    )
+
+
+def make_source(cfg: Config, workdir: Path, *, snapshot_date: date) -> tuple[SnapshotSource, str]:
+    """The configured source and a short description of it (stored with the snapshot)."""
+    kind, value = cfg.snapshot.source, cfg.snapshot.input
+    if kind == "api":
+        client = api_client(cfg)
+        return MediaWikiApiSource(client, max_workers=cfg.api.max_workers), f"api:{client.endpoint}"
+    if kind == "revisions-dir":
+        if not value:
+            raise ConfigError(
+                "snapshot.input = '': the revisions-dir source needs --input FOLDER "
+                "(laid out as revisions/<page_id>/<date>.json)"
+            )
+        return RevisionsDirSource(cfg.resolve_path(value)), f"revisions-dir:{value}"
+    if not value:
+        raise ConfigError(
+            "snapshot.input = '': the dump source needs --input, a dump directory URL such as "
+            f"{cfg.dump.base_url}/{cfg.dump.wiki}/{snapshot_date:%Y%m%d}/ or a local dump file"
+        )
+    cache_dir = Path(cfg.dump.cache_dir) if cfg.dump.cache_dir else workdir / "cache" / "dumps"
+    source = DumpSource.from_input(
+        value,
+        cache_dir=cache_dir,
+        user_agent=cfg.api.user_agent,
+        max_retries=cfg.dump.max_retries,
+        timeout_s=cfg.dump.timeout_s,
+    )
+    return source, f"dump:{value}"
+
+
+def resolve_selection(cfg: Config) -> ArticleSelection:
+    """The articles to snapshot: Portal:Current events months if configured, else the list
+    file, else (``articles = ""``) everything the source holds."""
+    ce = cfg.snapshot.current_events
+    if ce is not None:
+        with api_client(cfg) as client:
+            return ArticleSelection(titles=tuple(current_events_titles(client, ce.start, ce.end)))
+    if not cfg.snapshot.articles or cfg.snapshot.articles == "all":
+        return ArticleSelection()
+    path = cfg.resolve_path(cfg.snapshot.articles)
+    if not path.exists():
+        raise ConfigError(f"snapshot.articles = {cfg.snapshot.articles!r}: no such file")
+    return read_article_list(path)

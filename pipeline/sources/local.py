@@ -1,0 +1,98 @@
+"""The ``revisions-dir`` source: a folder laid out like ``shared/wikisnap``.
+
+``<root>/revisions/<page_id>/<YYYY-MM-DD>.json`` holds one revision as the MediaWiki API returns
+it (``title, page_id, revision_id, revision_timestamp, content``). For a snapshot date the source
+takes, per article, the latest file dated at or before that date. ``MANIFEST.json`` (optional)
+fixes the article order; without it articles come in ascending page id order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+from pipeline.errors import SourceError
+from pipeline.records import RawRevision
+from pipeline.sources import ArticleSelection, normalize_title
+
+log = logging.getLogger(__name__)
+
+
+class RevisionsDirSource:
+    """Snapshot source over a local folder of per-article revision JSON files."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.revisions_dir = self.root / "revisions"
+        if not self.revisions_dir.is_dir():
+            raise SourceError(
+                f"{self.root}: not a revisions folder (expected {self.revisions_dir}/<page_id>/"
+                "<date>.json)"
+            )
+        self.skipped_not_yet_created: list[int] = []
+        self.unmatched: list[str] = []
+
+    def _page_ids_in_order(self) -> list[int]:
+        manifest = self.root / "MANIFEST.json"
+        on_disk = {int(p.name) for p in self.revisions_dir.iterdir() if p.name.isdigit()}
+        if manifest.exists():
+            listed = [int(a["page_id"]) for a in json.loads(manifest.read_text())["articles"]]
+            return [pid for pid in listed if pid in on_disk] + sorted(on_disk - set(listed))
+        return sorted(on_disk)
+
+    def _file_at(self, page_id: int, snapshot_date: date) -> Path | None:
+        candidates = []
+        for f in (self.revisions_dir / str(page_id)).glob("*.json"):
+            try:
+                file_date = date.fromisoformat(f.stem)
+            except ValueError:
+                continue  # not a dated revision file
+            if file_date <= snapshot_date:
+                candidates.append((file_date, f))
+        return max(candidates)[1] if candidates else None
+
+    def not_delivered(self) -> list[str]:
+        """Requested articles the last run did not yield, as "title-or-id (reason)"."""
+        return [f"{t} (no such article)" for t in self.unmatched] + [
+            f"page {p} (created after the snapshot date)" for p in self.skipped_not_yet_created
+        ]
+
+    def iter_revisions(
+        self, selection: ArticleSelection, snapshot_date: date
+    ) -> Iterator[RawRevision]:
+        """Yield the revision of each selected article current at ``snapshot_date``."""
+        self.skipped_not_yet_created = []
+        wanted_titles = {normalize_title(t): t for t in selection.titles}
+        wanted_ids = set(selection.page_ids)
+        seen_titles: set[str] = set()
+        for page_id in self._page_ids_in_order():
+            path = self._file_at(page_id, snapshot_date)
+            if path is None:
+                if selection.is_all or page_id in wanted_ids:
+                    self.skipped_not_yet_created.append(page_id)
+                continue
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+                rev = RawRevision(
+                    page_id=int(raw["page_id"]),
+                    title=str(raw["title"]),
+                    revision_id=int(raw["revision_id"]),
+                    revision_timestamp=str(raw["revision_timestamp"]),
+                    wikitext=str(raw["content"]),
+                    sha1=raw.get("sha1"),
+                )
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise SourceError(f"{path}: unreadable revision file ({exc})") from exc
+            if rev.page_id != page_id:
+                raise SourceError(f"{path}: page_id {rev.page_id} does not match its folder")
+            title_key = normalize_title(rev.title)
+            if not (selection.is_all or page_id in wanted_ids or title_key in wanted_titles):
+                continue
+            seen_titles.add(title_key)
+            yield rev
+        self.unmatched = [t for k, t in wanted_titles.items() if k not in seen_titles]
+        for title in self.unmatched:
+            log.warning("revisions-dir %s: no article titled %r", self.root, title)

@@ -1,0 +1,1 @@
+"""Tests of pipeline.models: embedders, NLI classifiers and their on-disk caches."""

@@ -1,0 +1,95 @@
+"""Config loading: defaults, profiles, precedence, and errors that name key, value, allowed."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import DEFAULT_CONFIG_PATH, load_config
+from pipeline.errors import ConfigError
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "wikidrift.toml"
+    path.write_text(text)
+    return path
+
+
+def test_default_file_loads_with_paper_profile() -> None:
+    cfg = load_config()
+    assert DEFAULT_CONFIG_PATH.exists()
+    assert cfg.profile == "paper"
+    assert cfg.models.embedder == "simcse:princeton-nlp/sup-simcse-roberta-large"
+    assert cfg.models.nli == "roberta-large-mnli"
+    assert (cfg.align.unchanged_threshold, cfg.align.changed_min_similarity) == (0.99, 0.6)
+    assert cfg.align.new_max_similarity == 0.7
+    assert cfg.snapshot.source == "api"
+    assert cfg.resolve_path(cfg.snapshot.articles).exists()
+
+
+def test_offline_profile_uses_packaged_models() -> None:
+    cfg = load_config(profile="offline")
+    assert cfg.models.embedder == "packaged:all-MiniLM-L6-v2"
+    assert cfg.models.nli == ""
+
+
+def test_file_beats_profile_and_cli_beats_file(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        'profile = "offline"\n[models]\nembedder = "st:my/model"\n[snapshot]\nsource = "dump"\n',
+    )
+    cfg = load_config(path, overrides={"snapshot": {"source": "revisions-dir"}})
+    assert cfg.models.embedder == "st:my/model"  # explicit key wins over the profile default
+    assert cfg.snapshot.source == "revisions-dir"  # CLI wins over the file
+    assert load_config(path, profile="paper").models.nli == "roberta-large-mnli"
+
+
+def test_dates_parse_and_must_ascend(tmp_path: Path) -> None:
+    cfg = load_config(_write(tmp_path, '[snapshot]\ndates = ["2024-01-01", "2024-06-01"]\n'))
+    assert cfg.snapshot.dates == [date(2024, 1, 1), date(2024, 6, 1)]
+    with pytest.raises(ConfigError, match="snapshot.dates"):
+        load_config(_write(tmp_path, '[snapshot]\ndates = ["2024-06-01", "2024-01-01"]\n'))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[align]\nunchanged_threshold = 1.5\n", r"align\.unchanged_threshold = 1\.5: .*less than"),
+        ('[snapshot]\nsource = "ftp"\n', r"snapshot\.source = 'ftp': .*'api', 'dump' or"),
+        ("[align]\nthreshold = 0.9\n", r"align\.threshold = 0\.9: unknown key; allowed here: "),
+        ('profile = "fast"\n', r"profile = 'fast': allowed: offline, paper"),
+        ("[api]\nmax_workers = 0\n", r"api\.max_workers = 0"),
+    ],
+)
+def test_bad_values_name_key_value_and_allowed(tmp_path: Path, text: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_config(_write(tmp_path, text))
+
+
+def test_unknown_key_lists_allowed_keys(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, "[align]\nthreshold = 0.9\n"))
+    assert "max_span" in str(err.value) and "unchanged_threshold" in str(err.value)
+
+
+def test_bad_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write(tmp_path, "profile = \n"))
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_secret_comes_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert load_config().openai_api_key == "sk-test"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert load_config().openai_api_key is None
+
+
+def test_stable_hash_changes_with_settings() -> None:
+    a = load_config(profile="offline")
+    b = load_config(profile="offline", overrides={"align": {"max_span": 3}})
+    assert a.stable_hash() == load_config(profile="offline").stable_hash()
+    assert a.stable_hash() != b.stable_hash()

@@ -1,0 +1,79 @@
+"""Atomic writes, schema-versioned Parquet, and resumable sharded outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pipeline.shards import ShardedOutput
+from pipeline.storage import (
+    AtomicParquetWriter,
+    SchemaVersionError,
+    read_parquet,
+    schema_version_of,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+
+SCHEMA = pa.schema([("page_id", pa.int64()), ("text", pa.string())])
+
+
+def test_parquet_round_trip_keeps_schema_version(tmp_path: Path) -> None:
+    table = pa.table({"page_id": [1, 2], "text": ["a", "b"]}, schema=SCHEMA)
+    path = tmp_path / "t.parquet"
+    write_parquet_atomic(table, path, table_name="things", schema_version=3)
+    assert schema_version_of(path) == 3
+    back = read_parquet(path, expected_table="things", max_schema_version=3)
+    assert back.to_pylist() == table.to_pylist()
+    with pytest.raises(SchemaVersionError, match="schema version 3"):
+        read_parquet(path, expected_table="things", max_schema_version=2)
+    with pytest.raises(SchemaVersionError, match="holds table 'things'"):
+        read_parquet(path, expected_table="other", max_schema_version=3)
+    with pytest.raises(FileNotFoundError, match="no such table"):
+        read_parquet(tmp_path / "missing.parquet", expected_table="things", max_schema_version=1)
+
+
+def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
+    path = tmp_path / "out.parquet"
+    with pytest.raises(RuntimeError), AtomicParquetWriter(
+        path, SCHEMA, table_name="t", schema_version=1
+    ) as writer:
+        writer.write_rows([{"page_id": 1, "text": "x"}])
+        raise RuntimeError("crash mid-write")
+    assert not path.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_write_replaces_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b.json"
+    write_json_atomic(path, {"x": 1})
+    write_json_atomic(path, {"x": 2})
+    assert path.read_text().strip().endswith("}")
+    assert '"x": 2' in path.read_text()
+    assert [p.name for p in path.parent.iterdir()] == ["b.json"]
+
+
+def test_sharded_output_resumes_and_discards_other_requests(tmp_path: Path) -> None:
+    out = tmp_path / "stage"
+    first = ShardedOutput(out, {"t": SCHEMA}, schema_version=1, request={"r": 1})
+    first.write_part({"t": pa.table({"page_id": [1], "text": ["a"]})}, {"page_ids": [1]})
+    first.write_part({"t": pa.table({"page_id": [2], "text": ["b"]})}, {"page_ids": [2]})
+    # A crash after this point: a new object for the same request sees both parts.
+    again = ShardedOutput(out, {"t": SCHEMA}, schema_version=1, request={"r": 1})
+    assert [m["page_ids"] for m in again.completed()] == [[1], [2]]
+    # A part whose done-file never got written is not counted (and will be redone).
+    (again.work / "part-00002.t.parquet").write_bytes(b"partial")
+    assert len(again.completed()) == 2
+    again.write_part({"t": pa.table({"page_id": [3], "text": ["c"]})}, {"page_ids": [3]})
+    assert again.finalize() == {"t": 3}
+    table = read_parquet(out / "t.parquet", expected_table="t", max_schema_version=1)
+    assert table["page_id"].to_pylist() == [1, 2, 3]
+    again.cleanup()
+    assert not (out / "_work").exists()
+    # Unfinished work of a different request is thrown away, not mixed in.
+    other = ShardedOutput(out, {"t": SCHEMA}, schema_version=1, request={"r": 1})
+    other.write_part({"t": pa.table({"page_id": [9], "text": ["z"]})}, {"page_ids": [9]})
+    changed = ShardedOutput(out, {"t": SCHEMA}, schema_version=1, request={"r": 2})
+    assert changed.completed() == []
