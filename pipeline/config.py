@@ -197,7 +197,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "offline": {
         "models": {"embedder": "packaged:all-MiniLM-L6-v2", "nli": ""},
-        "llm": {"backend": "transformers"},
+        # A 135M-parameter model cannot judge contradictions: changes stay verified=false.
+        "llm": {"backend": "transformers", "verify_contradictions": False},
     },
 }
 

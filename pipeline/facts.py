@@ -12,6 +12,7 @@ edits (casing, commas, whitespace) produce no difference.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -144,13 +145,29 @@ def extract_numbers(text: str) -> set[str]:
     return numbers
 
 
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-"})
+_EDGE_PUNCT = re.compile(r"^(?:the |a |an )?[\W_]*|(?:'s)?[\W_]*$")
+
+
+def normalize_entity(text: str) -> str:
+    """Case-folded entity text with typographic quotes unified and a leading article, a
+    possessive "'s" and edge punctuation dropped: "Cisco Systems Inc’s" -> "cisco systems inc",
+    "the Russian Federation" -> "russian federation"."""
+    text = " ".join(unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold().split())
+    return _EDGE_PUNCT.sub("", text)
+
+
+def _comparable(sentence: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", sentence).translate(_QUOTES).casefold().split())
+
+
 def extract_facts(text: str, entities: Iterable[tuple[str, str]] = ()) -> Facts:
     """Facts of a sentence. ``entities`` are (text, label) pairs from a NER model, if any."""
     dates, rest = extract_dates(text)
     ents = {
-        " ".join(e.casefold().split())
+        normalize_entity(e)
         for e, label in entities
-        if label not in _NUMERIC_ENTITY_TYPES and e.strip()
+        if label not in _NUMERIC_ENTITY_TYPES and normalize_entity(e)
     }
     return Facts(frozenset(extract_numbers(rest)), frozenset(dates), frozenset(ents))
 
@@ -165,7 +182,7 @@ def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> 
         a, b = getattr(old_facts, kind), getattr(new_facts, kind)
         if a != b:
             diffs.append(f"{kind}: {sorted(a - b)} -> {sorted(b - a)}")
-    old_cf, new_cf = " ".join(old.casefold().split()), " ".join(new.casefold().split())
+    old_cf, new_cf = _comparable(old), _comparable(new)
     gone = sorted(e for e in old_facts.entities - new_facts.entities if e not in new_cf)
     added = sorted(e for e in new_facts.entities - old_facts.entities if e not in old_cf)
     if gone or added:

@@ -197,15 +197,23 @@ def make_labeler(
     )
 
 
-def _model_calls(labeler: SentenceLabeler, stats: LabelingStats) -> dict[str, int]:
+def _model_counters(labeler: SentenceLabeler) -> dict[str, int]:
+    """Cumulative work counters of the labeler's models (cache wrappers unwrapped)."""
     emb = labeler.embedder
+    nli = labeler.nli
     return {
         "texts_embedded": getattr(getattr(emb, "embedder", emb), "texts_embedded", 0),
         "embedding_cache_hits": getattr(emb, "hits", 0),
+        "nli_pairs_computed": getattr(getattr(nli, "classifier", nli), "pairs_classified", 0),
+    }
+
+
+def _model_calls(
+    labeler: SentenceLabeler, before: dict[str, int], stats: LabelingStats
+) -> dict[str, int]:
+    after = _model_counters(labeler)
+    return {k: after[k] - before[k] for k in after} | {
         "nli_pairs": stats.nli_pairs,
-        "nli_pairs_computed": getattr(
-            getattr(labeler.nli, "classifier", labeler.nli), "pairs_classified", 0
-        ),
         "llm_checks": stats.llm_checks,
         "exact_matches": stats.exact_matches,
         "similarity_pairs": stats.similarity_pairs,
@@ -256,6 +264,7 @@ def label_snapshots(
             stored.already_done = True
             return stored
     (out / "summary.json").unlink(missing_ok=True)
+    counters_before = _model_counters(labeler)
 
     old_ids = read_table(workdir, old, "articles", columns=["page_id"])["page_id"].to_pylist()
     new_ids = read_table(workdir, new, "articles", columns=["page_id"])["page_id"].to_pylist()
@@ -310,7 +319,7 @@ def label_snapshots(
             "new": totals.pages_new,
             "deleted": totals.pages_deleted,
         },
-        model_calls=_model_calls(labeler, totals),
+        model_calls=_model_calls(labeler, counters_before, totals),
         settings=settings,
         models=models | {"facts": labeler.facts.model_name},
         seconds=round(time.monotonic() - started, 3),

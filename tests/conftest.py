@@ -23,7 +23,7 @@ WIKISNAP_DATES = ["2023-01-01", "2023-06-01", "2024-01-01", "2024-06-01", "2025-
 def wikisnap_dir() -> Path:
     """The real wikisnap folder (36 articles x 5 dates); CI has ../shared beside the checkout."""
     if not (WIKISNAP / "MANIFEST.json").exists():
-        pytest.fail(f"real test data missing: expected {WIKISNAP}/MANIFEST.json (../shared/wikisnap)")
+        pytest.fail(f"real test data missing: expected {WIKISNAP}/MANIFEST.json")
     return WIKISNAP
 
 
@@ -36,3 +36,66 @@ def wikisnap_manifest(wikisnap_dir: Path) -> dict:
 def load_wikisnap_revision(page_id: int, date: str) -> dict:
     """The raw wikisnap JSON of one article at one date (title, page_id, revision_id, ...)."""
     return json.loads((WIKISNAP / "revisions" / str(page_id) / f"{date}.json").read_text())
+
+
+# Real articles used by the stage tests: Sam Altman (a sentence split in two between
+# 2024-01 and 2024-06), Denver Nuggets (a new section "2024: Dethroned"), Tesla Model Y (a
+# deleted paragraph), Sony Music (a new section "Sony Music India").
+STAGE_PAGE_IDS = (22476815, 72883, 49033638, 1071662)
+
+
+@pytest.fixture(scope="session")
+def splitter():  # noqa: ANN201 - pipeline.text.SentenceSplitter, imported lazily
+    """One spaCy sentence splitter for the whole test session."""
+    from pipeline.text import SentenceSplitter
+
+    return SentenceSplitter()
+
+
+@pytest.fixture(scope="session")
+def offline_embedder():  # noqa: ANN201 - pipeline.models.embedder.Embedder
+    """all-MiniLM-L6-v2 from its PyPI wheel, loaded once per session."""
+    from pipeline.models.embedder import load_embedder
+
+    return load_embedder("packaged:all-MiniLM-L6-v2")
+
+
+def build_wikisnap_snapshots(
+    workdir: Path, dates: list[str], page_ids: tuple[int, ...], splitter
+) -> None:
+    """Snapshots of some wikisnap articles at some dates, built with the real pipeline."""
+    from datetime import date
+
+    from pipeline.snapshot import build_snapshot
+    from pipeline.sources import ArticleSelection
+    from pipeline.sources.local import RevisionsDirSource
+
+    source = RevisionsDirSource(WIKISNAP)
+    for d in dates:
+        build_snapshot(
+            source,
+            ArticleSelection(page_ids=page_ids),
+            date.fromisoformat(d),
+            workdir,
+            splitter=splitter,
+            source_description=f"revisions-dir:{WIKISNAP}",
+        )
+
+
+@pytest.fixture(scope="session")
+def stage_workdir(tmp_path_factory: pytest.TempPathFactory, splitter, wikisnap_dir: Path) -> Path:
+    """A workdir with snapshots 2024-01-01, 2024-06-01 and 2025-01-01 of STAGE_PAGE_IDS.
+    Tests must not write into it: copy it (``copy_workdir``) when they do."""
+    workdir = tmp_path_factory.mktemp("stage_workdir")
+    build_wikisnap_snapshots(
+        workdir, ["2024-01-01", "2024-06-01", "2025-01-01"], STAGE_PAGE_IDS, splitter
+    )
+    return workdir
+
+
+def copy_workdir(src: Path, dst: Path) -> Path:
+    """A private copy of a shared workdir for a test that writes."""
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst

@@ -1,0 +1,74 @@
+"""The one interface every LLM backend implements, and the records that cross it.
+
+A stage builds :class:`LLMRequest` objects (chat messages, an optional JSON schema for the
+answer, decoding parameters, the hash of the prompt template that made them) and hands a list
+to :meth:`LLMBackend.complete_many`, which returns one :class:`LLMResponse` per request in the
+same order. Backends batch / parallelize internally; a failed request comes back with
+``error`` set instead of raising, so one bad answer never loses the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One chat completion to make."""
+
+    messages: tuple[dict[str, str], ...]  # ({"role": "system"|"user"|"assistant", "content": ...})
+    prompt_hash: str  # hash of the prompt template file that produced the messages
+    purpose: str  # "qa_initial", "qa_new", "qa_changed", "dialogue", "quadruples", "contradiction"
+    json_schema: dict[str, Any] | None = None  # JSON schema the answer must follow, if any
+    schema_name: str = "answer"
+    temperature: float = 0.0
+    max_tokens: int = 256
+
+    def cache_key(self, backend_id: str, model: str) -> str:
+        """sha256 over everything that determines the answer (backend, model, prompt, params)."""
+        blob = json.dumps(
+            {
+                "backend": backend_id,
+                "model": model,
+                "prompt_hash": self.prompt_hash,
+                "messages": list(self.messages),
+                "schema": self.json_schema,
+                "schema_name": self.schema_name,
+                "temperature": self.temperature,
+                "max_tokens": self.max_tokens,
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass
+class LLMResponse:
+    """The answer to one request. ``parsed`` is the JSON object found in ``text`` (None when
+    the text holds no usable JSON); ``error`` is set when the request failed for good."""
+
+    text: str
+    model: str
+    parsed: dict[str, Any] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cached: bool = False
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class LLMBackend(Protocol):
+    """A chat model. ``backend_id`` ("openai", "transformers", "scripted") and ``model`` go
+    into cache keys and into every generated item's provenance."""
+
+    backend_id: str
+    model: str
+
+    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+        """Answer every request, in order; failures come back with ``error`` set."""
+        ...
