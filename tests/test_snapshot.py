@@ -55,7 +55,8 @@ def test_layout_columns_and_contents(stage_workdir: Path) -> None:
     assert [r["sent_idx"] for r in rows] == list(range(len(rows)))
     assert row["n_sentences"] == len(rows)
     assert all(r["text_hash"] == sentence_hash(r["text"]) for r in rows)
-    assert rows[0]["section"] == "" and any(r["section"] == "Early life and education" for r in rows)
+    assert rows[0]["section"] == ""
+    assert any(r["section"] == "Early life and education" for r in rows)
     para = [r["para_idx"] for r in rows]
     assert para == sorted(para)
     revs = read_table(stage_workdir, "2024-06-01", "revisions", page_ids=[22476815])

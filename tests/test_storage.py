@@ -37,9 +37,10 @@ def test_parquet_round_trip_keeps_schema_version(tmp_path: Path) -> None:
 
 def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
     path = tmp_path / "out.parquet"
-    with pytest.raises(RuntimeError), AtomicParquetWriter(
-        path, SCHEMA, table_name="t", schema_version=1
-    ) as writer:
+    with (
+        pytest.raises(RuntimeError),
+        AtomicParquetWriter(path, SCHEMA, table_name="t", schema_version=1) as writer,
+    ):
         writer.write_rows([{"page_id": 1, "text": "x"}])
         raise RuntimeError("crash mid-write")
     assert not path.exists()

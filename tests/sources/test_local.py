@@ -26,9 +26,7 @@ def test_every_article_at_every_date_matches_the_files(
             assert rev.revision_id == art["snapshots"][d]["revision_id"]
             assert rev.title == art["snapshots"][d]["title"]
     sony = load_wikisnap_revision(1071662, "2024-06-01")
-    rev = next(
-        source.iter_revisions(ArticleSelection(page_ids=(1071662,)), date(2024, 6, 1))
-    )
+    rev = next(source.iter_revisions(ArticleSelection(page_ids=(1071662,)), date(2024, 6, 1)))
     assert rev.wikitext == sony["content"]
     assert rev.revision_timestamp == sony["revision_timestamp"]
 
@@ -62,8 +60,15 @@ def test_bad_folder_and_corrupt_file_fail_clearly(tmp_path: Path, wikisnap_dir: 
     with pytest.raises(SourceError, match=r"2023-06-01\.json: unreadable"):
         list(source.iter_revisions(ArticleSelection(), date(2023, 7, 1)))
     (page / "2023-06-01.json").write_text(
-        json.dumps({"title": "X", "page_id": 5, "revision_id": 1,
-                    "revision_timestamp": "2023-05-01T00:00:00Z", "content": ""})
+        json.dumps(
+            {
+                "title": "X",
+                "page_id": 5,
+                "revision_id": 1,
+                "revision_timestamp": "2023-05-01T00:00:00Z",
+                "content": "",
+            }
+        )
     )
     with pytest.raises(SourceError, match="does not match its folder"):
         list(source.iter_revisions(ArticleSelection(), date(2023, 7, 1)))

@@ -1,0 +1,72 @@
+"""Benchmark item generation: GrowOVER-QA, GrowOVER-Dialogue and Chronos-style quadruples.
+
+- :mod:`pipeline.generate.prompts`: templates in ``prompts/``, content hashes, answer schemas.
+- :mod:`pipeline.generate.selection`: which paragraphs / sentence groups feed each request.
+- :mod:`pipeline.generate.qa`, :mod:`~pipeline.generate.dialogue`,
+  :mod:`~pipeline.generate.quadruples`: build requests, parse answers into candidate items.
+- :mod:`pipeline.generate.items`: item records, Parquet schemas, stable ids.
+- :mod:`pipeline.generate.contradiction`: the LLM check of changed sentence pairs.
+- :mod:`pipeline.generate.stage`: the stage that runs it all and writes
+  ``<workdir>/generated/<snapshot>/``; checks live in :mod:`pipeline.validate`.
+"""
+
+from pipeline.generate.contradiction import LLMContradictionChecker
+from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple, Reject, make_item_id
+from pipeline.generate.prompts import (
+    PROMPT_NAMES,
+    PromptTemplate,
+    answer_schema,
+    load_prompt,
+    prompt_hash,
+    prompt_hashes,
+)
+from pipeline.generate.quadruples import normalize_timestamp
+from pipeline.generate.selection import (
+    Article,
+    ChangedPair,
+    NewGroup,
+    Paragraph,
+    changed_pairs,
+    dialogue_paragraphs,
+    group_new_sentences,
+    is_informative,
+    select_paragraphs,
+)
+from pipeline.generate.stage import (
+    GenerationSummary,
+    generate_items,
+    generated_dir,
+    read_generated,
+    read_generation_summary,
+)
+
+__all__ = [
+    "PROMPT_NAMES",
+    "Article",
+    "ChangedPair",
+    "Dialogue",
+    "DialogueTurn",
+    "GenerationSummary",
+    "LLMContradictionChecker",
+    "NewGroup",
+    "Paragraph",
+    "PromptTemplate",
+    "QAItem",
+    "Quadruple",
+    "Reject",
+    "answer_schema",
+    "changed_pairs",
+    "dialogue_paragraphs",
+    "generate_items",
+    "generated_dir",
+    "group_new_sentences",
+    "is_informative",
+    "load_prompt",
+    "make_item_id",
+    "normalize_timestamp",
+    "prompt_hash",
+    "prompt_hashes",
+    "read_generated",
+    "read_generation_summary",
+    "select_paragraphs",
+]

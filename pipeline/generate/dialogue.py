@@ -1,0 +1,102 @@
+"""GrowOVER-Dialogue requests and answer parsing.
+
+One request per paragraph: the paragraph's sentences with their article-level index, the
+article title as the topic, and the allowed number of turns. Each returned turn names the
+one sentence its expert reply used; the turn's type is that sentence's label (``new`` for an
+article generated from scratch, else unchanged / changed / new from the labeling stage).
+
+Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason code. A
+dialogue is kept or rejected as a whole, since later turns build on earlier ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config import GenerationConfig
+from pipeline.generate.items import (
+    Dialogue,
+    DialogueTurn,
+    FieldError,
+    Reject,
+    field_reject,
+    field_value,
+    index_field,
+    response_reject,
+    text_field,
+)
+from pipeline.generate.prompts import load_prompt, number_sentences
+from pipeline.generate.selection import Article, Paragraph
+from pipeline.models.llm.base import LLMRequest, LLMResponse
+
+
+@dataclass(eq=False)
+class DialogueTask:
+    """One dialogue request and what is needed to turn its answer into a dialogue."""
+
+    article: Article
+    paragraph: Paragraph
+    request: LLMRequest
+
+    @property
+    def offered(self) -> tuple[int, ...]:
+        """The sentence indices the turns may cite."""
+        return self.paragraph.sent_idx
+
+
+def dialogue_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> DialogueTask:
+    """A ``dialogue`` request for one paragraph."""
+    request = load_prompt("dialogue").request(
+        title=article.title,
+        sentences=number_sentences(paragraph.sent_idx, paragraph.texts),
+        min_turns=cfg.dialogue_min_turns,
+        max_turns=cfg.dialogue_max_turns,
+    )
+    return DialogueTask(article, paragraph, request)
+
+
+def _turns(parsed: dict[str, Any]) -> list[dict[str, Any]]:
+    turns = field_value(parsed, "turns")
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise FieldError("wrong_type", "'turns' is not a list of objects")
+    return turns
+
+
+def parse_dialogue(task: DialogueTask, response: LLMResponse, generator: str) -> Dialogue | Reject:
+    """Turn one response into a candidate dialogue (validated later) or a reject."""
+    article = task.article
+    prompt_hash = task.request.prompt_hash
+    where = ("dialogue", "dialogue", article.page_id, article.snapshot)
+    rejected = response_reject(*where, response, prompt_hash)
+    if rejected is not None:
+        return rejected
+    parsed = response.parsed or {}
+    turns: list[DialogueTurn] = []
+    try:
+        for turn_idx, raw in enumerate(_turns(parsed)):
+            idx = index_field(raw, "sentence")
+            in_range = 0 <= idx < article.n_sentences
+            turns.append(
+                DialogueTurn(
+                    turn_idx=turn_idx,
+                    user=text_field(raw, "user"),
+                    expert=text_field(raw, "expert"),
+                    evidence_sent_idx=[idx],
+                    evidence_text=article.texts[idx] if in_range else "",
+                    # Out of range: no label; validation rejects it for the index first.
+                    type=article.label_of(idx) if in_range else "unlabeled",
+                )
+            )
+    except FieldError as err:
+        return field_reject(*where, response, prompt_hash, err, parsed)
+    return Dialogue(
+        page_id=article.page_id,
+        title=article.title,
+        snapshot=article.snapshot,
+        para_idx=task.paragraph.para_idx,
+        turns=turns,
+        prompt_hash=prompt_hash,
+        generator=generator,
+        raw_output=response.text,
+    )

@@ -1,0 +1,389 @@
+"""Generated item records, their Parquet schemas and stable ids.
+
+Evidence indices are sentence indices of the article in the snapshot the item was made from
+(``sentences.parquet`` ``sent_idx``); ``evidence_text`` is those sentences joined by a space.
+An ``item_id`` is the first 16 hex digits of a sha256 over the kind, page, snapshot, evidence
+indices and content, so the same item generated twice gets the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.models.llm.base import LLMResponse
+
+SCHEMA_VERSION = 1
+
+QA_TYPES = ("new", "changed")
+QA_ORIGINS = ("initial", "new_sentences", "changed_sentence")
+TURN_TYPES = ("new", "changed", "unchanged")
+
+QA_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("snapshot", pa.string()),
+        ("type", pa.string()),
+        ("origin", pa.string()),
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("previous_answer", pa.string()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("old_evidence_sent_idx", pa.list_(pa.int32())),
+        ("old_evidence_text", pa.string()),
+        ("previous_snapshot", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+        ("raw_output", pa.string()),
+    ]
+)
+DIALOGUE_SCHEMA = pa.schema(
+    [
+        ("dialogue_id", pa.string()),
+        ("turn_id", pa.string()),
+        ("turn_idx", pa.int32()),
+        ("n_turns", pa.int32()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("snapshot", pa.string()),
+        ("para_idx", pa.int32()),
+        ("user", pa.string()),
+        ("expert", pa.string()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("type", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+QUADRUPLES_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("snapshot", pa.string()),
+        ("subject", pa.string()),
+        ("relation", pa.string()),
+        ("object", pa.string()),
+        ("timestamp", pa.string()),
+        ("observed_at", pa.string()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("type", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+REJECTS_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("page_id", pa.int64()),
+        ("snapshot", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("purpose", pa.string()),
+        ("item_json", pa.string()),
+        ("raw_output", pa.string()),
+        ("prompt_hash", pa.string()),
+    ]
+)
+TABLE_SCHEMAS: dict[str, pa.Schema] = {
+    "qa": QA_SCHEMA,
+    "dialogue": DIALOGUE_SCHEMA,
+    "quadruples": QUADRUPLES_SCHEMA,
+    "rejects": REJECTS_SCHEMA,
+}
+
+
+def make_item_id(
+    kind: str, page_id: int, snapshot: str, evidence: Sequence[int], content: Sequence[object]
+) -> str:
+    """Stable id: sha256 of kind, page, snapshot, evidence indices and content (16 hex)."""
+    blob = json.dumps(
+        [kind, int(page_id), snapshot, [int(i) for i in evidence], list(content)],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@dataclass
+class QAItem:
+    """One question with its short answer (and, for a changed fact, the earlier answer)."""
+
+    page_id: int
+    title: str
+    snapshot: str
+    type: str
+    origin: str
+    question: str
+    answer: str
+    evidence_sent_idx: list[int]
+    evidence_text: str
+    prompt_hash: str
+    generator: str
+    raw_output: str
+    previous_answer: str | None = None
+    old_evidence_sent_idx: list[int] = field(default_factory=list)
+    old_evidence_text: str | None = None
+    previous_snapshot: str | None = None
+    item_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.item_id:
+            self.item_id = make_item_id(
+                "qa",
+                self.page_id,
+                self.snapshot,
+                self.evidence_sent_idx,
+                [self.question, self.answer, self.previous_answer],
+            )
+
+    def row(self) -> dict[str, Any]:
+        """The Parquet row."""
+        return asdict(self)
+
+
+@dataclass
+class DialogueTurn:
+    """One user/expert exchange; its evidence is one sentence of the dialogue's paragraph."""
+
+    turn_idx: int
+    user: str
+    expert: str
+    evidence_sent_idx: list[int]
+    evidence_text: str
+    type: str
+
+
+@dataclass
+class Dialogue:
+    """A 3-4 turn conversation grounded in one paragraph; stored one row per turn."""
+
+    page_id: int
+    title: str
+    snapshot: str
+    para_idx: int
+    turns: list[DialogueTurn]
+    prompt_hash: str
+    generator: str
+    raw_output: str
+    dialogue_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.dialogue_id:
+            self.dialogue_id = make_item_id(
+                "dialogue",
+                self.page_id,
+                self.snapshot,
+                [i for t in self.turns for i in t.evidence_sent_idx],
+                [self.para_idx] + [[t.user, t.expert] for t in self.turns],
+            )
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One Parquet row per turn."""
+        return [
+            {
+                "dialogue_id": self.dialogue_id,
+                "turn_id": f"{self.dialogue_id}:{t.turn_idx}",
+                "turn_idx": t.turn_idx,
+                "n_turns": len(self.turns),
+                "page_id": self.page_id,
+                "title": self.title,
+                "snapshot": self.snapshot,
+                "para_idx": self.para_idx,
+                "user": t.user,
+                "expert": t.expert,
+                "evidence_sent_idx": list(t.evidence_sent_idx),
+                "evidence_text": t.evidence_text,
+                "type": t.type,
+                "prompt_hash": self.prompt_hash,
+                "generator": self.generator,
+            }
+            for t in self.turns
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain dict (for the rejects table)."""
+        return asdict(self) | {"raw_output": None}
+
+
+@dataclass
+class Quadruple:
+    """A (subject, relation, object, timestamp) fact: ``timestamp`` is when it became true (as
+    the text dates it, or None), ``observed_at`` the snapshot it was read from."""
+
+    page_id: int
+    title: str
+    snapshot: str
+    subject: str
+    relation: str
+    object: str
+    timestamp: str | None
+    evidence_sent_idx: list[int]
+    evidence_text: str
+    type: str
+    prompt_hash: str
+    generator: str
+    observed_at: str = ""
+    item_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.observed_at:
+            self.observed_at = self.snapshot
+        if not self.item_id:
+            self.item_id = make_item_id(
+                "quadruple",
+                self.page_id,
+                self.snapshot,
+                self.evidence_sent_idx,
+                [self.subject, self.relation, self.object, self.timestamp],
+            )
+
+    def row(self) -> dict[str, Any]:
+        """The Parquet row."""
+        return asdict(self)
+
+
+@dataclass
+class Reject:
+    """Something the LLM returned that did not become an item, and why."""
+
+    kind: str  # "qa" | "dialogue" | "quadruple" | "contradiction"
+    page_id: int | None
+    snapshot: str
+    reason: str  # a stable code, counted in the run summary
+    detail: str
+    purpose: str
+    item_json: str | None
+    raw_output: str | None
+    prompt_hash: str
+
+    def row(self) -> dict[str, Any]:
+        """The Parquet row."""
+        return asdict(self)
+
+
+def response_reject(
+    kind: str,
+    purpose: str,
+    page_id: int,
+    snapshot: str,
+    response: LLMResponse,
+    prompt_hash: str,
+) -> Reject | None:
+    """The reject for a response without a usable JSON object (None when it has one)."""
+    if response.error:
+        reason, detail = "llm_error", response.error
+    elif not isinstance(response.parsed, dict):
+        reason, detail = "no_json", "no JSON object in the output"
+    else:
+        return None
+    return Reject(
+        kind, page_id, snapshot, reason, detail, purpose, None, response.text, prompt_hash
+    )
+
+
+def field_reject(
+    kind: str,
+    purpose: str,
+    page_id: int,
+    snapshot: str,
+    response: LLMResponse,
+    prompt_hash: str,
+    err: FieldError,
+    payload: object,
+) -> Reject:
+    """The reject for an answer whose keys or values are unusable."""
+    return Reject(
+        kind,
+        page_id,
+        snapshot,
+        err.reason,
+        err.detail,
+        purpose,
+        to_json(payload),
+        response.text,
+        prompt_hash,
+    )
+
+
+def to_json(obj: Any) -> str:
+    """Compact, key-sorted JSON of a record or anything JSON can hold."""
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def rows_table(rows: list[dict[str, Any]], name: str) -> pa.Table:
+    """A table of ``name`` ("qa", "dialogue", "quadruples", "rejects") from row dicts."""
+    schema = TABLE_SCHEMAS[name]
+    return pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
+
+
+class FieldError(ValueError):
+    """A parsed answer lacks a key or holds an unusable value; ``reason`` is a reject code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+_ONE_INT = re.compile(r"^\D*?(-?\d+)\D*$")
+
+
+def field_value(obj: dict[str, Any], key: str) -> Any:
+    """``obj[key]``, matching the key case-insensitively (models capitalize keys)."""
+    if key in obj:
+        return obj[key]
+    for k, v in obj.items():
+        if isinstance(k, str) and k.strip().lower() == key:
+            return v
+    raise FieldError("missing_field", f"no {key!r} key (keys: {sorted(map(str, obj))})")
+
+
+def text_field(obj: dict[str, Any], key: str) -> str:
+    """A text value; numbers are accepted as text (an answer "2019" often comes as 2019)."""
+    value = field_value(obj, key)
+    if value is None:
+        raise FieldError("missing_field", f"{key!r} is null")
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise FieldError("wrong_type", f"{key!r} is {type(value).__name__}, want text")
+    return str(value).strip()
+
+
+def as_index(value: Any, key: str) -> int:
+    """One sentence index from an int, an integral float or a string such as "[12]"."""
+    if isinstance(value, bool):
+        raise FieldError("wrong_type", f"{key!r} is a boolean, want a sentence index")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list) and len(value) == 1:
+        return as_index(value[0], key)
+    if isinstance(value, str) and (m := _ONE_INT.match(value.strip())):
+        return int(m.group(1))
+    raise FieldError("wrong_type", f"{key!r} = {value!r} is not a sentence index")
+
+
+def index_field(obj: dict[str, Any], key: str) -> int:
+    """A single sentence index."""
+    return as_index(field_value(obj, key), key)
+
+
+def index_list_field(obj: dict[str, Any], key: str) -> list[int]:
+    """Sentence indices, sorted and unique, from a list, a single index or "3, 4"."""
+    value = field_value(obj, key)
+    if isinstance(value, str) and "," in value:
+        value = [v for v in value.split(",") if v.strip()]
+    items = value if isinstance(value, list) else [value]
+    return sorted({as_index(v, key) for v in items})

@@ -1,0 +1,214 @@
+"""Prompt templates (``prompts/<name>.md``) and the JSON shape each answer must take.
+
+A template file holds a system part and a user part, each introduced by an HTML comment line
+(``<!-- system -->`` / ``<!-- user -->``) so the file still reads as Markdown. Placeholders
+are ``{lowercase_name}``; any other brace (the JSON examples in the templates) is literal, so
+templates need no brace escaping. A template is versioned by content: ``prompt_hash`` is the
+first 16 hex digits of the sha256 of the file's bytes, and every request and item carries it.
+
+Each answer type is a pydantic model; its JSON schema travels with the request so a backend
+with structured outputs can enforce it, while the others get the same keys from the prompt
+text and are parsed tolerantly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pipeline.models.llm.base import LLMRequest
+
+PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPT_NAMES = ("qa_initial", "qa_new", "qa_changed", "dialogue", "quadruples", "contradiction")
+
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_SECTION = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.MULTILINE)
+
+
+class _Answer(BaseModel):
+    # extra="forbid" puts additionalProperties: false in the schema (strict structured outputs).
+    model_config = ConfigDict(extra="forbid")
+
+
+class QAAnswer(_Answer):
+    """Answer of ``qa_initial`` and ``qa_new``: one question, a short answer, evidence indices."""
+
+    question: str
+    answer: str
+    evidence: list[int]
+
+
+class ChangedQAAnswer(_Answer):
+    """Answer of ``qa_changed``: one question with the earlier and the current answer."""
+
+    question: str
+    previous_answer: str
+    answer: str
+
+
+class DialogueTurnAnswer(_Answer):
+    """One user/expert exchange and the sentence index the expert used."""
+
+    user: str
+    expert: str
+    sentence: int
+
+
+class DialogueAnswer(_Answer):
+    """Answer of ``dialogue``."""
+
+    turns: list[DialogueTurnAnswer]
+
+
+class QuadrupleAnswer(_Answer):
+    """One (subject, relation, object, timestamp) fact and the sentence index it came from."""
+
+    subject: str
+    relation: str
+    object: str
+    timestamp: str | None
+    sentence: int
+
+
+class QuadruplesAnswer(_Answer):
+    """Answer of ``quadruples``."""
+
+    quadruples: list[QuadrupleAnswer]
+
+
+class ContradictionAnswer(_Answer):
+    """Answer of ``contradiction``."""
+
+    contradicts: bool
+    reason: str
+
+
+ANSWER_MODELS: dict[str, type[BaseModel]] = {
+    "qa_initial": QAAnswer,
+    "qa_new": QAAnswer,
+    "qa_changed": ChangedQAAnswer,
+    "dialogue": DialogueAnswer,
+    "quadruples": QuadruplesAnswer,
+    "contradiction": ContradictionAnswer,
+}
+
+# Dialogues and quadruple lists are long answers; a QA pair or a verdict is a few dozen tokens.
+MAX_TOKENS: dict[str, int] = {
+    "qa_initial": 256,
+    "qa_new": 256,
+    "qa_changed": 256,
+    "dialogue": 900,
+    "quadruples": 900,
+    "contradiction": 160,
+}
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """One loaded template: its name, content hash, system and user text, placeholders."""
+
+    name: str
+    prompt_hash: str
+    system: str
+    user: str
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The placeholder names the template uses."""
+        return frozenset(_PLACEHOLDER.findall(self.system) + _PLACEHOLDER.findall(self.user))
+
+    def render(self, **values: object) -> tuple[dict[str, str], ...]:
+        """Chat messages with every placeholder filled; a missing or unknown name raises."""
+        wanted = self.placeholders
+        missing = wanted - values.keys()
+        extra = values.keys() - wanted
+        if missing or extra:
+            raise KeyError(
+                f"prompt {self.name!r}: missing values {sorted(missing)}, unknown {sorted(extra)}"
+            )
+        # One pass with a function: text put in is never scanned again for placeholders.
+        fill = lambda m: str(values[m.group(1)])  # noqa: E731
+        messages = []
+        if self.system:
+            messages.append({"role": "system", "content": _PLACEHOLDER.sub(fill, self.system)})
+        messages.append({"role": "user", "content": _PLACEHOLDER.sub(fill, self.user)})
+        return tuple(messages)
+
+    def request(self, *, temperature: float = 0.0, **values: object) -> LLMRequest:
+        """An :class:`LLMRequest` for this template with its answer schema attached."""
+        return LLMRequest(
+            messages=self.render(**values),
+            prompt_hash=self.prompt_hash,
+            purpose=self.name,
+            json_schema=answer_schema(self.name),
+            schema_name=self.name,
+            temperature=temperature,
+            max_tokens=MAX_TOKENS.get(self.name, 256),
+        )
+
+
+def parse_template(name: str, data: bytes) -> PromptTemplate:
+    """Build a template from file bytes (system part optional, user part required)."""
+    text = data.decode("utf-8")
+    parts = _SECTION.split(text)
+    # split() with one group gives [before, tag, body, tag, body, ...]
+    sections = {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+    if "user" not in sections:
+        if _SECTION.search(text):
+            raise ValueError(f"prompt {name!r} has no '<!-- user -->' section")
+        sections = {"user": text.strip()}
+    return PromptTemplate(
+        name=name,
+        prompt_hash=hashlib.sha256(data).hexdigest()[:16],
+        system=sections.get("system", ""),
+        user=sections["user"],
+    )
+
+
+@lru_cache(maxsize=64)
+def _load_cached(name: str, directory: str, mtime_ns: int) -> PromptTemplate:
+    return parse_template(name, (Path(directory) / f"{name}.md").read_bytes())
+
+
+def load_prompt(name: str, directory: str | Path | None = None) -> PromptTemplate:
+    """Load ``<directory>/<name>.md`` (default: the repository's ``prompts/``)."""
+    folder = Path(directory) if directory is not None else PROMPTS_DIR
+    path = folder / f"{name}.md"
+    if not path.exists():
+        raise FileNotFoundError(f"no prompt template {path}")
+    # The mtime in the cache key means an edited template is re-read (and re-hashed).
+    return _load_cached(name, str(folder), path.stat().st_mtime_ns)
+
+
+def prompt_hash(name: str, directory: str | Path | None = None) -> str:
+    """Content hash (16 hex) of a template file."""
+    return load_prompt(name, directory).prompt_hash
+
+
+def prompt_hashes(directory: str | Path | None = None) -> dict[str, str]:
+    """Hashes of every template the generation stage uses."""
+    return {name: prompt_hash(name, directory) for name in PROMPT_NAMES}
+
+
+@lru_cache(maxsize=16)
+def _schema(name: str) -> str:
+    return json.dumps(ANSWER_MODELS[name].model_json_schema(), sort_keys=True)
+
+
+def answer_schema(name: str) -> dict[str, Any]:
+    """JSON schema of the answer a template asks for (a fresh copy each call)."""
+    return json.loads(_schema(name))
+
+
+def number_sentences(
+    indices: list[int] | tuple[int, ...], texts: list[str] | tuple[str, ...]
+) -> str:
+    """Sentences as prompt lines ``[index] text``: the index the model must cite back."""
+    return "\n".join(f"[{i}] {t}" for i, t in zip(indices, texts, strict=True))

@@ -1,0 +1,209 @@
+"""Chronos-style knowledge quadruples (subject, relation, object, timestamp).
+
+Two times per fact (bi-temporal): ``timestamp`` is the *valid time*, when the fact began or the
+event happened, as the text itself dates it, and ``observed_at`` the *transaction time*, the
+snapshot it was read from (always set). Timestamp precision follows the text and is never
+padded: "YYYY-MM-DD" when the text names the day, "YYYY-MM" for a month, "YYYY" for a year
+only, None when it gives no date. Padding "2024" to "2024-01-01" would invent a precision the
+source does not have, and a downstream time filter can still compare prefixes.
+
+Requests: at the first snapshot (or for an article new to the workdir) one per selected
+paragraph; later, the new and changed sentences of each paragraph, at most
+``new_group_max_sentences`` per request. Each quadruple's type is its sentence's label.
+A record without a ``timestamp`` key is read as null (models drop null keys); any other
+missing key rejects the record.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from pipeline.config import GenerationConfig
+from pipeline.generate.items import (
+    FieldError,
+    Quadruple,
+    Reject,
+    field_reject,
+    field_value,
+    index_field,
+    response_reject,
+    text_field,
+    to_json,
+)
+from pipeline.generate.prompts import load_prompt, number_sentences
+from pipeline.generate.selection import CHANGED, NEW, Article
+from pipeline.models.llm.base import LLMRequest, LLMResponse
+
+_NULLS = {"", "null", "none", "n/a", "na", "unknown", "not given", "no date", "-"}
+_MONTHS = {
+    m: i
+    for i, names in enumerate(
+        [
+            ("jan", "january"),
+            ("feb", "february"),
+            ("mar", "march"),
+            ("apr", "april"),
+            ("may",),
+            ("jun", "june"),
+            ("jul", "july"),
+            ("aug", "august"),
+            ("sep", "sept", "september"),
+            ("oct", "october"),
+            ("nov", "november"),
+            ("dec", "december"),
+        ],
+        start=1,
+    )
+    for m in names
+}
+_MONTH = r"([a-z]+)\.?"
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ].*)?$"), "ymd"),
+    (re.compile(r"^(\d{4})[-/.](\d{1,2})$"), "ym"),
+    (re.compile(r"^(\d{4})$"), "y"),
+    (re.compile(rf"^(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH},? (\d{{4}})$"), "dmy"),
+    (re.compile(rf"^{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})$"), "mdy"),
+    (re.compile(rf"^{_MONTH},? (\d{{4}})$"), "my"),
+]
+
+
+def _iso(year: int, month: int | None = None, day: int | None = None) -> str | None:
+    try:
+        date(year, month or 1, day or 1)
+    except ValueError:
+        return None
+    if month is None:
+        return f"{year:04d}"
+    return f"{year:04d}-{month:02d}" if day is None else f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def normalize_timestamp(value: Any) -> str | None:
+    """ISO ``YYYY`` / ``YYYY-MM`` / ``YYYY-MM-DD`` (the precision given) from what a model
+    wrote: "2024-3-5", "5 March 2024", "March 5, 2024", "March 2024", 2024, an ISO datetime...
+    Null-like values give None; anything else comes back as the stripped text, which
+    validation then rejects as ``bad_timestamp``. Raises :class:`FieldError` for non-scalars."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise FieldError("wrong_type", f"'timestamp' = {value!r} is not a date")
+    if isinstance(value, int | float):
+        value = str(int(value)) if float(value).is_integer() else str(value)
+    text = " ".join(value.strip().lower().split())
+    if text in _NULLS:
+        return None
+    for pattern, shape in _PATTERNS:
+        m = pattern.match(text)
+        if not m:
+            continue
+        g = m.groups()
+        out: str | None = None
+        if shape == "ymd":
+            out = _iso(int(g[0]), int(g[1]), int(g[2]))
+        elif shape == "ym":
+            out = _iso(int(g[0]), int(g[1]))
+        elif shape == "y":
+            out = _iso(int(g[0]))
+        elif shape == "dmy" and g[1] in _MONTHS:
+            out = _iso(int(g[2]), _MONTHS[g[1]], int(g[0]))
+        elif shape == "mdy" and g[0] in _MONTHS:
+            out = _iso(int(g[2]), _MONTHS[g[0]], int(g[1]))
+        elif shape == "my" and g[0] in _MONTHS:
+            out = _iso(int(g[1]), _MONTHS[g[0]])
+        if out is not None:
+            return out
+    try:  # last resort: a full ISO datetime with zone, e.g. "2024-02-13T00:00:00+00:00"
+        return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).date().isoformat()
+    except ValueError:
+        return value.strip()
+
+
+@dataclass(eq=False)
+class QuadrupleTask:
+    """One quadruple request and what is needed to turn its answer into quadruples."""
+
+    article: Article
+    offered: tuple[int, ...]
+    request: LLMRequest
+
+
+def quadruple_task(
+    article: Article, sent_idx: tuple[int, ...], cfg: GenerationConfig
+) -> QuadrupleTask:
+    """A ``quadruples`` request over the given sentences of an article."""
+    request = load_prompt("quadruples").request(
+        title=article.title,
+        sentences=number_sentences(sent_idx, [article.texts[i] for i in sent_idx]),
+        max_per_sentence=cfg.quadruples_per_sentence,
+    )
+    return QuadrupleTask(article, sent_idx, request)
+
+
+def update_sentence_chunks(article: Article, max_sentences: int) -> list[tuple[int, ...]]:
+    """The new and changed sentences of each paragraph, in chunks of ``max_sentences``."""
+    by_para: dict[int, list[int]] = {}
+    for i in range(article.n_sentences):
+        if article.labels.get(i) in (NEW, CHANGED):
+            by_para.setdefault(article.para_of[i], []).append(i)
+    return [
+        tuple(idx[start : start + max_sentences])
+        for idx in by_para.values()
+        for start in range(0, len(idx), max_sentences)
+    ]
+
+
+def parse_quadruples(
+    task: QuadrupleTask, response: LLMResponse, generator: str
+) -> tuple[list[Quadruple], list[Reject]]:
+    """Candidate quadruples (validated later) and rejects of one response; a bad record is
+    rejected alone, the others are kept."""
+    article = task.article
+    prompt_hash = task.request.prompt_hash
+    where = ("quadruple", "quadruples", article.page_id, article.snapshot)
+    rejected = response_reject(*where, response, prompt_hash)
+    if rejected is not None:
+        return [], [rejected]
+    parsed = response.parsed or {}
+    try:
+        records = field_value(parsed, "quadruples")
+        if not isinstance(records, list):
+            raise FieldError("wrong_type", "'quadruples' is not a list")
+    except FieldError as err:
+        return [], [field_reject(*where, response, prompt_hash, err, parsed)]
+    quads: list[Quadruple] = []
+    rejects: list[Reject] = []
+    for record in records:
+        try:
+            if not isinstance(record, dict):
+                raise FieldError("wrong_type", f"quadruple {record!r} is not an object")
+            idx = index_field(record, "sentence")
+            # An omitted timestamp says the same as null: the text gives no date.
+            raw_ts = record.get("timestamp", record.get("Timestamp"))
+            timestamp = normalize_timestamp(raw_ts)
+            in_range = 0 <= idx < article.n_sentences
+            quads.append(
+                Quadruple(
+                    page_id=article.page_id,
+                    title=article.title,
+                    snapshot=article.snapshot,
+                    subject=text_field(record, "subject"),
+                    relation=text_field(record, "relation"),
+                    object=text_field(record, "object"),
+                    timestamp=timestamp,
+                    evidence_sent_idx=[idx],
+                    evidence_text=article.texts[idx] if in_range else "",
+                    type=article.label_of(idx) if in_range else "unlabeled",
+                    prompt_hash=prompt_hash,
+                    generator=generator,
+                )
+            )
+        except FieldError as err:
+            rejects.append(field_reject(*where, response, prompt_hash, err, record))
+    return quads, rejects
+
+
+def quadruple_json(quad: Quadruple) -> str:
+    """A quadruple as JSON for the rejects table."""
+    return to_json(quad.row())

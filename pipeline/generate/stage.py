@@ -1,0 +1,571 @@
+"""The generation stage: a snapshot (and its labels against the previous one) in, candidate
+benchmark items out, under ``<workdir>/generated/<snapshot>/``::
+
+    qa.parquet          one row per kept question (new / changed)
+    dialogue.parquet    one row per turn of each kept dialogue
+    quadruples.parquet  one row per kept (subject, relation, object, timestamp) fact
+    rejects.parquet     everything the LLM returned that was not kept, with reason and output
+    run.json            counts, rejects per reason, LLM usage, digest of the inputs; last = done
+
+First snapshot (``previous=None``), and any article absent from the previous snapshot: the
+initial generation of GrowOVER §3.1: up to four selected paragraphs, each giving one QA
+request, one dialogue request and one quadruple request. Later snapshots (§3.3): one QA per
+group of consecutive new sentences, one changed QA per changed sentence, one dialogue per
+informative paragraph holding changed / new sentences, quadruples from new and changed
+sentences. All requests of one kind go to the backend in a single ``complete_many`` call, so
+the backend can batch, parallelize and cache them.
+
+A finished run is not redone when the digest of its inputs (snapshot and label files, prompt
+hashes, generation config, backend model, embedder, article filter) is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.config import GenerationConfig
+from pipeline.errors import WikidriftError
+from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
+from pipeline.generate.items import (
+    SCHEMA_VERSION,
+    Dialogue,
+    QAItem,
+    Quadruple,
+    Reject,
+    rows_table,
+    to_json,
+)
+from pipeline.generate.prompts import prompt_hashes
+from pipeline.generate.qa import (
+    QATask,
+    changed_qa_task,
+    initial_qa_task,
+    new_qa_task,
+    parse_qa,
+)
+from pipeline.generate.quadruples import (
+    QuadrupleTask,
+    parse_quadruples,
+    quadruple_task,
+    update_sentence_chunks,
+)
+from pipeline.generate.selection import (
+    Article,
+    changed_pairs,
+    dialogue_paragraphs,
+    group_new_sentences,
+    select_paragraphs,
+)
+from pipeline.labeling import labels_dir, read_labels
+from pipeline.models.embedder import Embedder
+from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
+from pipeline.snapshot import is_complete, read_table, snapshot_dir
+from pipeline.storage import read_parquet, write_json_atomic, write_parquet_atomic
+from pipeline.validate import (
+    GroundingNLI,
+    ItemValidator,
+    quadruple_key,
+    question_key,
+    split_duplicates,
+)
+
+log = logging.getLogger(__name__)
+
+# Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
+GENERATOR_VERSION = "generate-1"
+OUTPUT_TABLES = ("qa", "dialogue", "quadruples", "rejects")
+
+
+@dataclass
+class GenerationSummary:
+    """What a generation run made (also ``run.json``)."""
+
+    snapshot: str
+    previous: str | None
+    inputs_digest: str
+    articles: dict[str, int] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    rejects: dict[str, int] = field(default_factory=dict)
+    rejects_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    llm: dict[str, Any] = field(default_factory=dict)
+    prompt_hashes: dict[str, str] = field(default_factory=dict)
+    embedder: str = ""
+    seconds: float = 0.0
+    skipped: bool = False
+
+    @property
+    def kept(self) -> int:
+        """Items kept: questions + dialogue turns + quadruples."""
+        return sum(self.counts.get(k, {}).get("total", 0) for k in ("qa", "dialogue", "quadruples"))
+
+    def line(self) -> str:
+        """One line for the CLI."""
+        c = self.counts
+        state = " (already generated)" if self.skipped else f" in {self.seconds:.1f}s"
+        return (
+            f"{self.snapshot}: qa={c.get('qa', {}).get('total', 0)} "
+            f"dialogues={c.get('dialogue', {}).get('dialogues', 0)} "
+            f"turns={c.get('dialogue', {}).get('total', 0)} "
+            f"quadruples={c.get('quadruples', {}).get('total', 0)} "
+            f"rejects={sum(self.rejects.values())} "
+            f"llm_requests={self.llm.get('requests', 0)}{state}"
+        )
+
+
+def generated_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/generated/<snapshot>``."""
+    return Path(workdir) / "generated" / str(snapshot)
+
+
+def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSummary:
+    """The stored summary of a finished generation run."""
+    path = generated_dir(workdir, snapshot) / "run.json"
+    if not path.exists():
+        raise WikidriftError(f"no generation run for {snapshot} in {workdir}")
+    return GenerationSummary(**json.loads(path.read_text()))
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _inputs_digest(
+    workdir: Path,
+    snapshot: str,
+    previous: str | None,
+    backend: LLMBackend,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+    page_ids: list[int] | None,
+    grounding_nli: GroundingNLI | None,
+) -> str:
+    for date in (snapshot, previous):
+        if date is not None and not is_complete(workdir, date):
+            raise WikidriftError(
+                f"no complete snapshot {date} in {workdir} (run `wikidrift snapshot`)"
+            )
+    if (
+        previous is not None
+        and not (labels_dir(workdir, previous, snapshot) / "summary.json").exists()
+    ):
+        raise WikidriftError(
+            f"no labels {previous} -> {snapshot} in {workdir} (run `wikidrift label`)"
+        )
+    snap = snapshot_dir(workdir, snapshot)
+    files = {
+        "articles": _file_digest(snap / "articles.parquet"),
+        "sentences": _file_digest(snap / "sentences.parquet"),
+    }
+    if previous is not None:
+        files["previous_articles"] = _file_digest(
+            snapshot_dir(workdir, previous) / "articles.parquet"
+        )
+        files["labels"] = _file_digest(
+            labels_dir(workdir, previous, snapshot) / "sentence_labels.parquet"
+        )
+    blob = {
+        "version": GENERATOR_VERSION,
+        "snapshot": snapshot,
+        "previous": previous,
+        "files": files,
+        "prompts": prompt_hashes(),
+        "config": cfg.model_dump(mode="json"),
+        "backend": f"{backend.backend_id}:{backend.model}",
+        "embedder": getattr(embedder, "model_id", type(embedder).__name__),
+        "page_ids": sorted(page_ids) if page_ids is not None else None,
+        "grounding_nli": None
+        if grounding_nli is None
+        else getattr(grounding_nli, "model_id", getattr(grounding_nli, "__qualname__", "nli")),
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_articles(
+    workdir: str | Path, snapshot: str, page_ids: list[int] | None = None
+) -> list[Article]:
+    """The articles of a snapshot with their sentences, in the snapshot's article order."""
+    arts = read_table(
+        workdir, snapshot, "articles", page_ids=page_ids, columns=["page_id", "title"]
+    )
+    sents = read_table(
+        workdir,
+        snapshot,
+        "sentences",
+        page_ids=page_ids,
+        columns=["page_id", "sent_idx", "para_idx", "section", "text"],
+    ).to_pylist()
+    by_page: dict[int, list[dict[str, Any]]] = {}
+    for row in sents:
+        by_page.setdefault(row["page_id"], []).append(row)
+    articles = []
+    for pid, title in zip(arts["page_id"].to_pylist(), arts["title"].to_pylist(), strict=True):
+        rows = sorted(by_page.get(pid, []), key=lambda r: r["sent_idx"])
+        if [r["sent_idx"] for r in rows] != list(range(len(rows))):
+            raise WikidriftError(f"snapshot {snapshot}: page {pid} sentence indices are not 0..n-1")
+        articles.append(
+            Article(
+                page_id=pid,
+                title=title,
+                snapshot=snapshot,
+                texts=[r["text"] for r in rows],
+                para_of=[r["para_idx"] for r in rows],
+                section_of=[r["section"] or "" for r in rows],
+            )
+        )
+    return articles
+
+
+def attach_labels(
+    workdir: str | Path, previous: str, snapshot: str, articles: list[Article]
+) -> tuple[list[Article], list[Article], int]:
+    """Split articles into (initial: absent from ``previous``, updated: labels attached,
+    count of articles skipped for lack of labels)."""
+    old_ids = set(
+        read_table(workdir, previous, "articles", columns=["page_id"])["page_id"].to_pylist()
+    )
+    labels = read_labels(workdir, previous, snapshot).to_pylist()
+    by_page: dict[int, list[dict[str, Any]]] = {}
+    for row in labels:
+        if row["new_idx"] is not None:
+            by_page.setdefault(row["page_id"], []).append(row)
+    initial, updated, missing = [], [], 0
+    for art in articles:
+        if art.page_id not in old_ids:
+            initial.append(art)
+            continue
+        rows = by_page.get(art.page_id)
+        if not rows and art.n_sentences:
+            # Cannot tell new from unchanged without labels: generate nothing for this page.
+            log.warning("page %s has no labels %s -> %s; skipped", art.page_id, previous, snapshot)
+            missing += 1
+            continue
+        art.initial = False
+        for row in rows or []:
+            art.labels[row["new_idx"]] = row["label"]
+            if row["label"] == "changed" and row["old_idx"]:
+                art.old_of[row["new_idx"]] = (row["old_idx"][0], row["old_text"] or "")
+        updated.append(art)
+    return initial, updated, missing
+
+
+def _complete(backend: LLMBackend, requests: list[LLMRequest], usage: Counter) -> list[LLMResponse]:
+    if not requests:
+        return []
+    responses = backend.complete_many(requests)
+    if len(responses) != len(requests):
+        raise WikidriftError(
+            f"backend {backend.backend_id} answered {len(responses)} of {len(requests)} requests"
+        )
+    usage["batches"] += 1
+    usage["requests"] += len(requests)
+    for r in responses:
+        usage["prompt_tokens"] += r.prompt_tokens
+        usage["completion_tokens"] += r.completion_tokens
+        usage["cost_usd_micro"] += round(r.cost_usd * 1_000_000)
+        usage["cached"] += int(r.cached)
+        usage["errors"] += int(r.error is not None)
+    return responses
+
+
+def _reject_of(
+    kind: str, purpose: str, item: dict[str, Any], raw: str | None, reason: str, detail: str
+) -> Reject:
+    row = {k: v for k, v in item.items() if k != "raw_output"}
+    return Reject(
+        kind=kind,
+        page_id=row.get("page_id"),
+        snapshot=row.get("snapshot", ""),
+        reason=reason,
+        detail=detail,
+        purpose=purpose,
+        item_json=to_json(row),
+        raw_output=raw,
+        prompt_hash=row.get("prompt_hash", ""),
+    )
+
+
+@dataclass
+class _Tasks:
+    qa: list[QATask] = field(default_factory=list)
+    dialogue: list[DialogueTask] = field(default_factory=list)
+    quadruples: list[QuadrupleTask] = field(default_factory=list)
+
+
+def _plan(
+    initial: list[Article],
+    updated: list[Article],
+    previous: str | None,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+) -> _Tasks:
+    """Every request of the run, articles in snapshot order."""
+    tasks = _Tasks()
+    selected = select_paragraphs(initial, embedder, cfg) if initial else {}
+    for art in initial:
+        for para in selected.get(art.page_id, []):
+            if cfg.qa:
+                tasks.qa.append(initial_qa_task(art, para, cfg))
+            if cfg.dialogue:
+                tasks.dialogue.append(dialogue_task(art, para, cfg))
+            if cfg.quadruples:
+                tasks.quadruples.append(quadruple_task(art, para.sent_idx, cfg))
+    for art in updated:
+        if cfg.qa:
+            for group in group_new_sentences(art, cfg.new_group_max_sentences):
+                tasks.qa.append(new_qa_task(art, group, cfg))
+            for pair in changed_pairs(art):
+                tasks.qa.append(changed_qa_task(art, pair, cfg, previous or ""))
+        if cfg.dialogue:
+            for para in dialogue_paragraphs(art, cfg):
+                tasks.dialogue.append(dialogue_task(art, para, cfg))
+        if cfg.quadruples:
+            for chunk in update_sentence_chunks(art, cfg.new_group_max_sentences):
+                tasks.quadruples.append(quadruple_task(art, chunk, cfg))
+    return tasks
+
+
+def _qa_items(
+    tasks: list[QATask], responses: list[LLMResponse], generator: str, validator: ItemValidator
+) -> tuple[list[QAItem], list[Reject]]:
+    kept: list[QAItem] = []
+    rejects: list[Reject] = []
+    for task, response in zip(tasks, responses, strict=True):
+        item = parse_qa(task, response, generator)
+        if isinstance(item, Reject):
+            rejects.append(item)
+            continue
+        v = validator.score_qa(item, n_sentences=task.article.n_sentences, allowed=task.offered)
+        if v.keep:
+            kept.append(item)
+        else:
+            row = item.row()
+            rejects.append(
+                _reject_of("qa", task.purpose, row, response.text, v.reason or "", v.detail)
+            )
+    kept, dups = split_duplicates(kept, question_key, lambda q: q.page_id)
+    purpose = {"initial": "qa_initial", "new_sentences": "qa_new", "changed_sentence": "qa_changed"}
+    for item in dups:
+        rejects.append(
+            _reject_of(
+                "qa", purpose[item.origin], item.row(), item.raw_output, "duplicate", item.question
+            )
+        )
+    return kept, rejects
+
+
+def _dialogues(
+    tasks: list[DialogueTask],
+    responses: list[LLMResponse],
+    generator: str,
+    validator: ItemValidator,
+) -> tuple[list[Dialogue], list[Reject]]:
+    kept: list[Dialogue] = []
+    rejects: list[Reject] = []
+    for task, response in zip(tasks, responses, strict=True):
+        dialogue = parse_dialogue(task, response, generator)
+        if isinstance(dialogue, Reject):
+            rejects.append(dialogue)
+            continue
+        v = validator.score_dialogue(
+            dialogue, n_sentences=task.article.n_sentences, allowed=task.offered
+        )
+        if v.keep:
+            kept.append(dialogue)
+        else:
+            row = dialogue.as_json()
+            rejects.append(
+                _reject_of("dialogue", "dialogue", row, response.text, v.reason or "", v.detail)
+            )
+    return kept, rejects
+
+
+def _quadruples(
+    tasks: list[QuadrupleTask],
+    responses: list[LLMResponse],
+    generator: str,
+    validator: ItemValidator,
+) -> tuple[list[Quadruple], list[Reject]]:
+    kept: list[Quadruple] = []
+    rejects: list[Reject] = []
+    raw_of: dict[int, str] = {}  # id(quadruple) -> the output it came from, for duplicates
+    for task, response in zip(tasks, responses, strict=True):
+        found, bad = parse_quadruples(task, response, generator)
+        rejects.extend(bad)
+        for quad in found:
+            v = validator.score_quadruple(
+                quad, n_sentences=task.article.n_sentences, allowed=task.offered
+            )
+            if v.keep:
+                kept.append(quad)
+                raw_of[id(quad)] = response.text
+            else:
+                rejects.append(
+                    _reject_of(
+                        "quadruple",
+                        "quadruples",
+                        quad.row(),
+                        response.text,
+                        v.reason or "",
+                        v.detail,
+                    )
+                )
+    kept, dups = split_duplicates(kept, quadruple_key, lambda q: q.page_id)
+    for quad in dups:
+        detail = f"{quad.subject} | {quad.relation} | {quad.object} | {quad.timestamp}"
+        rejects.append(
+            _reject_of("quadruple", "quadruples", quad.row(), raw_of[id(quad)], "duplicate", detail)
+        )
+    return kept, rejects
+
+
+def generate_items(
+    workdir: str | Path,
+    snapshot: str,
+    *,
+    previous: str | None,
+    backend: LLMBackend,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+    page_ids: list[int] | None = None,
+    force: bool = False,
+    grounding_nli: GroundingNLI | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GenerationSummary:
+    """Generate, validate and store the QA, dialogue and quadruple items of ``snapshot``.
+    ``previous=None`` = first snapshot (initial generation for every article); a finished run
+    with the same inputs is returned as stored (``skipped``) unless ``force``."""
+    started = time.monotonic()
+    workdir = Path(workdir)
+    snapshot, previous = str(snapshot), (str(previous) if previous is not None else None)
+    if previous is not None and previous >= snapshot:
+        raise WikidriftError(f"previous snapshot {previous} is not older than {snapshot}")
+    out = generated_dir(workdir, snapshot)
+    digest = _inputs_digest(
+        workdir, snapshot, previous, backend, embedder, cfg, page_ids, grounding_nli
+    )
+    done = (out / "run.json").exists() and all(
+        (out / f"{name}.parquet").exists() for name in OUTPUT_TABLES
+    )
+    if done and not force:
+        try:
+            stored = read_generation_summary(workdir, snapshot)
+        except (TypeError, ValueError):  # run.json of another code version: regenerate
+            stored = None
+        if stored is not None and stored.inputs_digest == digest:
+            stored.skipped = True
+            return stored
+    # The marker goes first: a run that dies below leaves no "done" state behind.
+    (out / "run.json").unlink(missing_ok=True)
+
+    articles = load_articles(workdir, snapshot, page_ids)
+    if previous is None:
+        initial, updated, without_labels = articles, [], 0
+    else:
+        initial, updated, without_labels = attach_labels(workdir, previous, snapshot, articles)
+    tasks = _plan(initial, updated, previous, embedder, cfg)
+
+    usage: Counter = Counter()
+    generator = f"{backend.backend_id}:{backend.model}"
+    validator = ItemValidator.from_config(cfg, grounding_nli)
+    say = progress or (lambda _: None)
+    say(f"qa: {len(tasks.qa)} requests")
+    qa_kept, qa_rejects = _qa_items(
+        tasks.qa, _complete(backend, [t.request for t in tasks.qa], usage), generator, validator
+    )
+    say(f"dialogue: {len(tasks.dialogue)} requests")
+    dialogues, dialogue_rejects = _dialogues(
+        tasks.dialogue,
+        _complete(backend, [t.request for t in tasks.dialogue], usage),
+        generator,
+        validator,
+    )
+    say(f"quadruples: {len(tasks.quadruples)} requests")
+    quads, quad_rejects = _quadruples(
+        tasks.quadruples,
+        _complete(backend, [t.request for t in tasks.quadruples], usage),
+        generator,
+        validator,
+    )
+    rejects = qa_rejects + dialogue_rejects + quad_rejects
+
+    tables = {
+        "qa": rows_table([q.row() for q in qa_kept], "qa"),
+        "dialogue": rows_table([r for d in dialogues for r in d.rows()], "dialogue"),
+        "quadruples": rows_table([q.row() for q in quads], "quadruples"),
+        "rejects": rows_table([r.row() for r in rejects], "rejects"),
+    }
+    for name, table in tables.items():
+        write_parquet_atomic(
+            table,
+            out / f"{name}.parquet",
+            table_name=f"generated_{name}",
+            schema_version=SCHEMA_VERSION,
+        )
+
+    turns = [t for d in dialogues for t in d.turns]
+    by_kind: dict[str, Counter] = {}
+    for r in rejects:
+        by_kind.setdefault(r.kind, Counter())[r.reason] += 1
+    summary = GenerationSummary(
+        snapshot=snapshot,
+        previous=previous,
+        inputs_digest=digest,
+        articles={
+            "total": len(articles),
+            "initial": len(initial),
+            "updated": len(updated),
+            "without_labels": without_labels,
+        },
+        requests=dict(Counter(t.purpose for t in tasks.qa))
+        | {"dialogue": len(tasks.dialogue), "quadruples": len(tasks.quadruples)},
+        counts={
+            "qa": dict(Counter(q.type for q in qa_kept)) | {"total": len(qa_kept)},
+            "dialogue": dict(Counter(t.type for t in turns))
+            | {"total": len(turns), "dialogues": len(dialogues)},
+            "quadruples": dict(Counter(q.type for q in quads))
+            | {"total": len(quads), "dated": sum(q.timestamp is not None for q in quads)},
+        },
+        rejects=dict(sorted(Counter(r.reason for r in rejects).items())),
+        rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
+        llm={
+            "generator": generator,
+            "batches": usage["batches"],
+            "requests": usage["requests"],
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+            "cost_usd": usage["cost_usd_micro"] / 1_000_000,
+            "cached": usage["cached"],
+            "errors": usage["errors"],
+        },
+        prompt_hashes=prompt_hashes(),
+        embedder=getattr(embedder, "model_id", type(embedder).__name__),
+        seconds=round(time.monotonic() - started, 3),
+    )
+    write_json_atomic(out / "run.json", asdict(summary))
+    return summary
+
+
+def read_generated(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
+    """One output table (``qa``, ``dialogue``, ``quadruples``, ``rejects``) of a finished run."""
+    if name not in OUTPUT_TABLES:
+        raise ValueError(f"unknown generated table {name!r}; one of {OUTPUT_TABLES}")
+    return read_parquet(
+        generated_dir(workdir, snapshot) / f"{name}.parquet",
+        expected_table=f"generated_{name}",
+        max_schema_version=SCHEMA_VERSION,
+    )
