@@ -23,7 +23,9 @@ The method is GrowOVER's (§3.2, Algorithm 3):
   (its similarity would be 1.0 > 0.99);
 - only sentences left after exact matching are embedded; similarity anchors are searched
   among old sentences not matched exactly; span and NLI work happen only inside gaps; span
-  pairs whose joined lengths differ by more than ``span_length_ratio`` are not embedded;
+  pairs whose joined lengths differ by more than ``span_length_ratio`` or that share fewer
+  than ``span_min_word_overlap`` of their words (a 0.99-similar pair never does) are not
+  embedded;
 - all embedding, NLI and LLM requests of a batch of pages go to the models together.
 
 ``naive=True`` runs the reference way (every sentence of both revisions embedded, all pairs
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -88,7 +91,8 @@ class AlignSettings:
     changed_min_similarity: float = 0.6
     new_max_similarity: float = 0.7
     max_span: int = 5
-    span_length_ratio: float = 1.5
+    span_length_ratio: float = 1.3
+    span_min_word_overlap: float = 0.7
     faithful: bool = False  # True = GrowOVER's rule exactly, without the fact guard
 
 
@@ -247,6 +251,25 @@ def _spans(indices: list[int], max_len: int) -> list[tuple[int, int]]:
     return out
 
 
+_WORD = re.compile(r"\w+")
+
+
+def _tokens(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.casefold()))
+
+
+def _could_be_same_text(
+    a: str, b: str, ta: frozenset[str], tb: frozenset[str], st: AlignSettings
+) -> bool:
+    """Cheap necessary conditions for a 0.99 embedding similarity: similar length and mostly
+    the same words. Span pairs failing them are never embedded."""
+    if max(len(a), len(b)) > st.span_length_ratio * max(1, min(len(a), len(b))):
+        return False
+    if not ta or not tb:
+        return False
+    return len(ta & tb) / max(len(ta), len(tb)) >= st.span_min_word_overlap
+
+
 class SentenceLabeler:
     """Labels the sentences of new revisions against old ones (see the module docstring)."""
 
@@ -330,20 +353,26 @@ class SentenceLabeler:
         if not self.naive:
             for w in works:
                 self._exact_match(w, stats)
+                self._rechain(w)
         vectors = self._embed_sentences(works)
         self._similarity_anchors(works, vectors, stats)
         for w in works:
-            w.chain = [
-                _Block(o, o, n, n)
-                for n, o in _monotone_chain(
-                    [(j, d.old_idx[0]) for j, d in w.decisions.items() if len(d.old_idx) == 1]
-                )
-            ]
-            w.gaps = _gaps(w)
+            self._rechain(w)
         self._span_matching(works, stats)
         for w in works:
             w.gaps = _gaps(w)
         self._decide_gaps(works, vectors, stats)
+
+    @staticmethod
+    def _rechain(w: _PageWork) -> None:
+        """Recompute the monotone anchor chain and the gaps it leaves."""
+        w.chain = [
+            _Block(o, o, n, n)
+            for n, o in _monotone_chain(
+                [(j, d.old_idx[0]) for j, d in w.decisions.items() if len(d.old_idx) == 1]
+            )
+        ]
+        w.gaps = _gaps(w)
 
     def _exact_match(self, w: _PageWork, stats: LabelingStats) -> None:
         by_hash: dict[str, list[int]] = {}
@@ -374,11 +403,40 @@ class SentenceLabeler:
             return vectors
         texts: dict[str, None] = {}
         for w in works:
-            for i in w.unmatched_old():
-                texts[w.old.texts[i]] = None
-            for j in w.unmatched_new():
-                texts[w.new.texts[j]] = None
+            olds, news = self._needs_vector(w)
+            texts.update(dict.fromkeys(w.old.texts[i] for i in olds))
+            texts.update(dict.fromkeys(w.new.texts[j] for j in news))
         return self._embed(list(texts))
+
+    def _needs_vector(self, w: _PageWork) -> tuple[list[int], list[int]]:
+        """Unmatched sentences that need an embedding. Those in a gap with sentences on both
+        sides do (their gap is decided on similarity). One in a one-sided gap (a pure
+        insertion or deletion) only does if some unmatched sentence on the other side could
+        be its 0.99-similar twin (a moved sentence); otherwise its label needs no model."""
+        old_tokens = {i: _tokens(w.old.texts[i]) for i in w.unmatched_old()}
+        new_tokens = {j: _tokens(w.new.texts[j]) for j in w.unmatched_new()}
+        olds: list[int] = []
+        news: list[int] = []
+        for gap_olds, gap_news in w.gaps:
+            if gap_olds and gap_news:
+                olds.extend(gap_olds)
+                news.extend(gap_news)
+                continue
+            for i in gap_olds:
+                text, tok = w.old.texts[i], old_tokens[i]
+                if any(
+                    _could_be_same_text(text, w.new.texts[j], tok, t, self.settings)
+                    for j, t in new_tokens.items()
+                ):
+                    olds.append(i)
+            for j in gap_news:
+                text, tok = w.new.texts[j], new_tokens[j]
+                if any(
+                    _could_be_same_text(w.old.texts[i], text, t, tok, self.settings)
+                    for i, t in old_tokens.items()
+                ):
+                    news.append(j)
+        return olds, news
 
     def _embed(self, texts: list[str]) -> dict[str, np.ndarray]:
         if not texts:
@@ -409,8 +467,11 @@ class SentenceLabeler:
     ) -> None:
         found: list[tuple[_PageWork, int, int, float]] = []
         for w in works:
-            news = w.unmatched_new() if not self.naive else list(range(len(w.new.texts)))
-            olds = w.unmatched_old() if not self.naive else list(range(len(w.old.texts)))
+            if self.naive:
+                news, olds = list(range(len(w.new.texts))), list(range(len(w.old.texts)))
+            else:
+                news = [j for j in w.unmatched_new() if w.new.texts[j] in vectors]
+                olds = [i for i in w.unmatched_old() if w.old.texts[i] in vectors]
             if not news or not olds:
                 continue
             a = np.stack([vectors[w.new.texts[j]] for j in news])
@@ -449,16 +510,16 @@ class SentenceLabeler:
                 new_spans = {
                     sp: " ".join(w.new.texts[sp[0] : sp[1] + 1]) for sp in _spans(news, st.max_span)
                 }
+                old_tokens = {sp: _tokens(t) for sp, t in old_spans.items()}
+                new_tokens = {sp: _tokens(t) for sp, t in new_spans.items()}
                 for osp, otext in old_spans.items():
                     for nsp, ntext in new_spans.items():
                         if osp[0] == osp[1] and nsp[0] == nsp[1]:
                             continue  # single sentences were compared already
-                        if not self.naive:
-                            ratio = max(len(otext), len(ntext)) / max(
-                                1, min(len(otext), len(ntext))
-                            )
-                            if ratio > st.span_length_ratio:
-                                continue
+                        if not self.naive and not _could_be_same_text(
+                            otext, ntext, old_tokens[osp], new_tokens[nsp], st
+                        ):
+                            continue
                         candidates.append((w, osp, nsp, otext, ntext))
         if not candidates:
             return
@@ -496,18 +557,33 @@ class SentenceLabeler:
     ) -> None:
         plans: list[tuple[_PageWork, int, list[int], np.ndarray]] = []
         nli_pairs: list[tuple[str, str]] = []
+        candidates: list[tuple[_PageWork, int, list[int]]] = []
         for w in works:
             for olds, news in w.gaps:
                 for j in news:
                     cand = list(olds)
                     if j in w.guarded and w.guarded[j][0] not in cand:
                         cand.append(w.guarded[j][0])
-                    # Every unmatched sentence was embedded before anchoring, so all are here.
-                    nv = vectors[w.new.texts[j]]
-                    sims = np.array([float(vectors[w.old.texts[i]] @ nv) for i in cand])
-                    plans.append((w, j, cand, sims))
-                    if self.nli is not None:
-                        nli_pairs.extend((w.old.texts[i], w.new.texts[j]) for i in cand)
+                    candidates.append((w, j, cand))
+        # Two-sided gaps were embedded up front; a chain that changed shape after anchoring
+        # can still merge gaps, so fetch whatever is missing in one batch.
+        missing = {
+            t
+            for w, j, cand in candidates
+            if cand
+            for t in [w.new.texts[j], *(w.old.texts[i] for i in cand)]
+            if t not in vectors
+        }
+        vectors.update(self._embed(sorted(missing)))
+        for w, j, cand in candidates:
+            if cand:
+                nv = vectors[w.new.texts[j]]
+                sims = np.array([float(vectors[w.old.texts[i]] @ nv) for i in cand])
+            else:
+                sims = np.zeros(0)
+            plans.append((w, j, cand, sims))
+            if self.nli is not None:
+                nli_pairs.extend((w.old.texts[i], w.new.texts[j]) for i in cand)
         if self.nli is None:
             # The offline rule compares facts of each sentence with its most similar old one.
             self._facts_of(

@@ -119,6 +119,138 @@ def cmd_label(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- generate
+def _previous_snapshot(workdir: Path, snapshot: str) -> str | None:
+    from pipeline.snapshot import list_snapshots
+
+    earlier = [d for d in list_snapshots(workdir) if d < snapshot]
+    return earlier[-1] if earlier else None
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """``wikidrift generate``: QA, dialogues and quadruples for one snapshot."""
+    from pipeline.generate.stage import generate_items, plan_requests
+    from pipeline.runtime import base_embedder, cached_embedder, llm_from_config
+
+    overrides: dict[str, Any] = {}
+    if args.max_cost_usd is not None:
+        overrides["llm"] = {"max_cost_usd": args.max_cost_usd}
+    if args.batch_api:
+        overrides.setdefault("llm", {})["batch_api"] = True
+    cfg = _load(args, overrides)
+    workdir = Path(cfg.workdir)
+    snapshot = args.snapshot.isoformat()
+    previous = args.previous.isoformat() if args.previous else _previous_snapshot(workdir, snapshot)
+    embedder = cached_embedder(base_embedder(cfg), workdir)
+    llm = llm_from_config(cfg, workdir)
+    if args.dry_run:
+        requests = plan_requests(
+            workdir, snapshot, previous=previous, embedder=embedder, cfg=cfg.generation
+        )
+        misses = getattr(llm.backend, "misses", None)  # CachedLLM: what the cache lacks
+        todo = misses(requests) if misses else requests
+        line = f"dry run {snapshot}: requests={len(requests)} not_cached={len(todo)}"
+        if llm.kind == "openai-batch":
+            prompt, completion, usd = llm.backend.estimate(requests)  # batch prices, misses only
+        elif llm.ledger is not None:
+            prompt, completion, usd = llm.ledger.estimate(todo)
+        if llm.ledger is not None:
+            line += f" prompt_tokens~{prompt} completion_tokens<={completion} cost_usd<={usd:.4f}"
+        else:
+            line += f" (local model {cfg.llm.local_model}: no cost)"
+        print(line)
+        return 0
+    summary = generate_items(
+        workdir,
+        snapshot,
+        previous=previous,
+        backend=llm.backend,
+        embedder=embedder,
+        cfg=cfg.generation,
+        force=args.force,
+        progress=lambda msg: log.info("generate %s: %s", snapshot, msg),
+    )
+    print(summary.line())
+    if llm.ledger is not None:
+        print(f"cost_usd={llm.ledger.spent_usd:.4f}")
+    return 0
+
+
+# --------------------------------------------------------------------------- release
+def cmd_release(args: argparse.Namespace) -> int:
+    """``wikidrift release --snapshot D`` or ``wikidrift release diff D1 D2``."""
+    from pipeline.generate.stage import read_generation_summary
+    from pipeline.ledger import update_ledger
+    from pipeline.release import build_release, release_diff
+
+    cfg = _load(args)
+    workdir = Path(cfg.workdir)
+    if args.action:
+        if args.action[0] != "diff" or len(args.action) != 3:
+            raise WikidriftError("usage: wikidrift release diff D1 D2 --workdir W")
+        a, b = (_iso_date(x).isoformat() for x in args.action[1:])
+        diff = release_diff(workdir, a, b)
+        print(f"release diff {a} -> {b}")
+        for kind, d in diff.items():
+            reasons = ", ".join(f"{k}={v}" for k, v in d["retired_by_reason"].items())
+            print(
+                f"{kind}: added={d['added']} kept={d['kept']} retired={d['retired']}"
+                + (f" ({reasons})" if reasons else "")
+            )
+        return 0
+    if args.snapshot is None:
+        raise WikidriftError("wikidrift release needs --snapshot D (or: release diff D1 D2)")
+    snapshot = args.snapshot.isoformat()
+    previous = read_generation_summary(workdir, snapshot).previous
+    print(update_ledger(workdir, snapshot, previous).line())
+    manifest = build_release(
+        workdir,
+        snapshot,
+        config=cfg.model_dump(mode="json"),
+        config_hash=cfg.stable_hash(),
+        new_revision=args.force,
+    )
+    print(manifest.line())
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``wikidrift verify --release D``: checksums, schemas and ledger invariants."""
+    from pipeline.release import verify_release
+
+    cfg = _load(args)
+    snapshot = args.release.isoformat()
+    problems = verify_release(Path(cfg.workdir), snapshot)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    if problems:
+        print(f"release {snapshot}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"release {snapshot}: OK")
+    return 0
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    """``wikidrift export-hf``: Hugging Face datasets layout (and ``--push REPO``)."""
+    from pipeline.export_hf import export_hf, push_to_hub
+
+    cfg = _load(args)
+    out = export_hf(Path(cfg.workdir), args.release.isoformat(), args.out)
+    print(f"exported {out}")
+    if args.push:
+        print(f"pushed {args.push} tag {push_to_hub(out, args.push)}")
+    return 0
+
+
+def cmd_export_growover(args: argparse.Namespace) -> int:
+    """``wikidrift export-growover``: the GrowOVER authors' JSONL layout."""
+    from pipeline.export_growover import export_growover
+
+    cfg = _load(args)
+    print(f"exported {export_growover(Path(cfg.workdir), args.release.isoformat(), args.out)}")
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every ``wikidrift`` subcommand."""
@@ -164,6 +296,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="relabel even if labels exist")
     _add_common(p)
     p.set_defaults(func=cmd_label)
+
+    p = sub.add_parser("generate", help="generate QA, dialogues and quadruples for a snapshot")
+    p.add_argument("--snapshot", type=_iso_date, required=True)
+    p.add_argument("--previous", type=_iso_date, help="previous snapshot (default: the one before)")
+    p.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost")
+    p.add_argument("--max-cost-usd", type=float, help="stop before spending more than this")
+    p.add_argument("--batch-api", action="store_true", help="OpenAI Batch API (50%% cheaper)")
+    p.add_argument("--force", action="store_true", help="regenerate even if done")
+    _add_common(p)
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser(
+        "release",
+        help="write the release of a snapshot (or: release diff D1 D2)",
+        usage="wikidrift release --snapshot D --workdir W | release diff D1 D2 --workdir W",
+    )
+    p.add_argument("action", nargs="*", help="diff D1 D2")
+    p.add_argument("--snapshot", type=_iso_date)
+    p.add_argument(
+        "--force", action="store_true", help="write a new revision (the old one is kept)"
+    )
+    _add_common(p)
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("verify", help="check a release: checksums, schemas, ledger invariants")
+    p.add_argument("--release", type=_iso_date, required=True)
+    _add_common(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("export-hf", help="Hugging Face datasets layout of a release")
+    p.add_argument("--release", type=_iso_date, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--push", metavar="REPO", help="upload to this dataset repo and tag it")
+    _add_common(p)
+    p.set_defaults(func=cmd_export_hf)
+
+    p = sub.add_parser("export-growover", help="GrowOVER's JSONL layout of a release")
+    p.add_argument("--release", type=_iso_date, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    _add_common(p)
+    p.set_defaults(func=cmd_export_growover)
     return parser
 
 

@@ -124,8 +124,6 @@ class LLMConfig(_Section):
     requests_per_minute: int = Field(0, ge=0)  # 0 = no limit
     max_retries: int = Field(5, ge=0, le=20)
     timeout_s: float = Field(120.0, gt=0)
-    temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int = Field(512, ge=16, le=8192)
     max_cost_usd: float = Field(0.0, ge=0)  # 0 = no budget limit
     batch_api: bool = False  # OpenAI Batch API: 50% cheaper, results within 24 h
     local_batch_size: int = Field(8, ge=1)
@@ -183,9 +181,26 @@ class Config(_Section):
         return repo_relative if repo_relative.exists() else p
 
     def stable_hash(self) -> str:
-        """A hash of every setting (for cache keys and release manifests)."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        """A hash of the settings that decide what a release contains (for cache keys and
+        release manifests). Where outputs go and how politely they are fetched do not count:
+        the workdir, the list of dates, and transport knobs (retries, timeouts, concurrency)."""
+        data = self.model_dump(mode="json")
+        data.pop("workdir")
+        data["snapshot"].pop("dates")
+        data["snapshot"].pop("shard_size")
+        for section, keys in _TRANSPORT_KEYS.items():
+            for key in keys:
+                data[section].pop(key)
+        blob = json.dumps(data, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+_TRANSPORT_KEYS = {
+    "api": ("user_agent", "maxlag", "max_retries", "min_interval_s", "max_workers", "timeout_s"),
+    "dump": ("cache_dir", "max_retries", "timeout_s"),
+    "llm": ("max_concurrency", "requests_per_minute", "max_retries", "timeout_s", "max_cost_usd"),
+    "models": ("device", "embed_batch_size", "nli_batch_size"),
+}
 
 
 PROFILES: dict[str, dict[str, Any]] = {

@@ -36,7 +36,13 @@ from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
 from pipeline.shards import ShardedOutput
 from pipeline.snapshot import read_table
-from pipeline.storage import read_parquet, write_json_atomic
+from pipeline.storage import (
+    EMBEDDING_CACHE,
+    NLI_CACHE,
+    cache_dir,
+    read_parquet,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +168,9 @@ def make_labeler(
     embedder: Embedder | None = None,
     nli: NLIClassifier | None = None,
 ) -> SentenceLabeler:
-    """A labeler with the configured models behind on-disk caches in ``<workdir>/cache``.
-    ``naive`` (reference mode for benchmarks) uses no cache and no shortcut."""
-    cache_dir = Path(workdir) / "cache"
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    """A labeler with the configured models (or the given ones) behind the workdir's on-disk
+    caches. ``naive`` (reference mode for benchmarks) uses no cache and no shortcut."""
+    cache = cache_dir(workdir)
     base = embedder or load_embedder(
         cfg.models.embedder, device=cfg.models.device, batch_size=cfg.models.embed_batch_size
     )
@@ -177,9 +182,9 @@ def make_labeler(
         )
     )
     if not naive:
-        base = CachedEmbedder(base, VectorCache(cache_dir / "embeddings.sqlite"))
+        base = CachedEmbedder(base, VectorCache(cache / EMBEDDING_CACHE))
         if nli_model is not None:
-            nli_model = CachedNLIClassifier(nli_model, ResultCache(cache_dir / "nli.sqlite"))
+            nli_model = CachedNLIClassifier(nli_model, ResultCache(cache / NLI_CACHE))
     settings = AlignSettings(
         unchanged_threshold=cfg.align.unchanged_threshold,
         changed_min_similarity=cfg.align.changed_min_similarity,

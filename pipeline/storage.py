@@ -66,6 +66,18 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def cache_dir(workdir: str | Path) -> Path:
+    """``<workdir>/cache``: embeddings, NLI results, LLM calls, dump index, batch state."""
+    path = Path(workdir) / "cache"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+EMBEDDING_CACHE = "embeddings.sqlite"
+NLI_CACHE = "nli.sqlite"
+LLM_CACHE = "llm_calls.sqlite"
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_open(path, "w") as fh:

@@ -99,3 +99,49 @@ def copy_workdir(src: Path, dst: Path) -> Path:
 
     shutil.copytree(src, dst)
     return dst
+
+
+STAGE_DATES = ("2024-01-01", "2024-06-01", "2025-01-01")
+
+
+def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None:
+    """Label, generate, maintain the ledger and release every date, the way the monthly flow
+    does, with the offline profile and the given LLM backend."""
+    from pipeline.config import load_config
+    from pipeline.generate.stage import generate_items
+    from pipeline.labeling import label_snapshots, make_labeler
+    from pipeline.ledger import update_ledger
+    from pipeline.release import build_release
+
+    cfg = load_config(profile="offline")
+    previous = None
+    for snap in dates:
+        if previous is not None:
+            label_snapshots(workdir, previous, snap, make_labeler(cfg, workdir, embedder=embedder))
+        generate_items(
+            workdir,
+            snap,
+            previous=previous,
+            backend=backend,
+            embedder=embedder,
+            cfg=cfg.generation,
+        )
+        update_ledger(workdir, snap, previous)
+        build_release(
+            workdir, snap, config=cfg.model_dump(mode="json"), config_hash=cfg.stable_hash()
+        )
+        previous = snap
+
+
+@pytest.fixture(scope="session")
+def released_workdir(
+    stage_workdir: Path, tmp_path_factory: pytest.TempPathFactory, offline_embedder
+) -> Path:
+    """STAGE_PAGE_IDS taken through every stage to a release at each of STAGE_DATES, with the
+    scripted LLM. Read-only for tests: copy it before writing."""
+    from pipeline.models.llm.scripted import ScriptedBackend
+    from tests.scripted_llm import good_answer
+
+    workdir = copy_workdir(stage_workdir, tmp_path_factory.mktemp("released") / "w")
+    run_stages(workdir, STAGE_DATES, offline_embedder, ScriptedBackend(good_answer))
+    return workdir

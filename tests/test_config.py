@@ -93,3 +93,12 @@ def test_stable_hash_changes_with_settings() -> None:
     b = load_config(profile="offline", overrides={"align": {"max_span": 3}})
     assert a.stable_hash() == load_config(profile="offline").stable_hash()
     assert a.stable_hash() != b.stable_hash()
+
+
+def test_stable_hash_ignores_where_and_how_politely() -> None:
+    a = load_config(profile="offline")
+    b = load_config(
+        profile="offline",
+        overrides={"workdir": "/elsewhere", "api": {"max_workers": 4}, "llm": {"timeout_s": 5}},
+    )
+    assert a.stable_hash() == b.stable_hash()

@@ -433,6 +433,39 @@ def _quadruples(
     return kept, rejects
 
 
+def _tasks_for(
+    workdir: Path,
+    snapshot: str,
+    previous: str | None,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+    page_ids: list[int] | None,
+) -> tuple[list[Article], list[Article], list[Article], int, _Tasks]:
+    articles = load_articles(workdir, snapshot, page_ids)
+    if previous is None:
+        initial, updated, without_labels = articles, [], 0
+    else:
+        initial, updated, without_labels = attach_labels(workdir, previous, snapshot, articles)
+    return articles, initial, updated, without_labels, _plan(
+        initial, updated, previous, embedder, cfg
+    )
+
+
+def plan_requests(
+    workdir: str | Path,
+    snapshot: str,
+    *,
+    previous: str | None,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+    page_ids: list[int] | None = None,
+) -> list[LLMRequest]:
+    """Every LLM request :func:`generate_items` would send (for dry runs: the CLI estimates
+    tokens and cost from them without calling any model)."""
+    *_, tasks = _tasks_for(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
+    return [t.request for t in (*tasks.qa, *tasks.dialogue, *tasks.quadruples)]
+
+
 def generate_items(
     workdir: str | Path,
     snapshot: str,
@@ -472,12 +505,9 @@ def generate_items(
     # The marker goes first: a run that dies below leaves no "done" state behind.
     (out / "run.json").unlink(missing_ok=True)
 
-    articles = load_articles(workdir, snapshot, page_ids)
-    if previous is None:
-        initial, updated, without_labels = articles, [], 0
-    else:
-        initial, updated, without_labels = attach_labels(workdir, previous, snapshot, articles)
-    tasks = _plan(initial, updated, previous, embedder, cfg)
+    articles, initial, updated, without_labels, tasks = _tasks_for(
+        workdir, snapshot, previous, embedder, cfg, page_ids
+    )
 
     usage: Counter = Counter()
     generator = f"{backend.backend_id}:{backend.model}"

@@ -15,7 +15,8 @@ from pipeline.generate.selection import Article, dialogue_paragraphs, informativ
 from pipeline.generate.stage import attach_labels, load_articles
 from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.validate import ItemValidator
-from tests.generate.conftest import NEW, OLD, good_answer, user_text
+from tests.generate.conftest import NEW, OLD
+from tests.scripted_llm import good_answer, user_text
 
 pytestmark = pytest.mark.slow  # builds and labels a real workdir (spaCy, MiniLM)
 

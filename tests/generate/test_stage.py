@@ -27,17 +27,8 @@ from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.snapshot import read_table
 from pipeline.validate import REASONS, is_grounded, is_iso_timestamp, leaning_phrase
-from tests.generate.conftest import (
-    ALL_IDS,
-    KARPATHY,
-    NEW,
-    OLD,
-    UPDATED_IDS,
-    FaultyResponder,
-    expected_reason,
-    good_answer,
-    title_of,
-)
+from tests.generate.conftest import ALL_IDS, KARPATHY, NEW, OLD, UPDATED_IDS
+from tests.scripted_llm import FaultyResponder, expected_reason, good_answer, title_of
 
 pytestmark = pytest.mark.slow  # builds and labels a real workdir (spaCy, MiniLM)
 

@@ -1,0 +1,126 @@
+"""Export a release as a Hugging Face datasets repository, and optionally push it.
+
+Layout of ``DIR``::
+
+    README.md                   dataset card with YAML ``configs:`` (one config per artifact)
+    qa/<split>.parquet          split = "r" + snapshot with "_" (``r2024_06_01``): split names
+    dialogue/<split>.parquet    must match ``^\\w+(\\.\\w+)*$``
+    quadruples/<split>.parquet
+    sentence_labels/<split>.parquet
+    growth.png, manifest.json   copied from the release
+
+``datasets.load_dataset(DIR, "qa")`` loads it offline. ``--push REPO`` uploads the folder
+with ``huggingface_hub`` and tags the commit with the release id.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline.errors import WikidriftError
+from pipeline.release import read_manifest, release_dir
+from pipeline.storage import write_text_atomic
+
+CONFIGS = ("qa", "dialogue", "quadruples", "sentence_labels")
+CONFIG_DESCRIPTIONS = {
+    "qa": "Question-answer pairs with evidence sentences, typed unchanged / new / changed.",
+    "dialogue": "User-expert dialogue turns (one row per turn) with their evidence sentence.",
+    "quadruples": "Time-stamped knowledge quadruples (subject, relation, object, timestamp).",
+    "sentence_labels": "Sentence labels (unchanged / changed / new / deleted / unlabeled).",
+}
+
+
+def split_name(snapshot: str) -> str:
+    """A valid datasets split name for a snapshot date: ``2024-06-01`` -> ``r2024_06_01``."""
+    return "r" + snapshot.replace("-", "_")
+
+
+def _card(manifest: Any, release_card: str) -> str:
+    split = split_name(manifest.snapshot)
+    lines = ["---", "configs:"]
+    for name in CONFIGS:
+        lines += [f"- config_name: {name}"]
+        if name == "qa":
+            lines += ["  default: true"]
+        lines += ["  data_files:", f"  - split: {split}", f"    path: {name}/{split}.parquet"]
+    lines += [
+        "license: cc-by-sa-4.0",
+        "language:",
+        "- en",
+        "task_categories:",
+        "- question-answering",
+        "- text-generation",
+        "tags:",
+        "- wikipedia",
+        "- temporal",
+        "- knowledge-update",
+        "- growover",
+        "---",
+        "",
+    ]
+    usage = (
+        "\n## Configs\n\n"
+        + "\n".join(f"- `{n}`: {CONFIG_DESCRIPTIONS[n]}" for n in CONFIGS)
+        + f"\n\n```python\nfrom datasets import load_dataset\n"
+        f'qa = load_dataset("<repo or folder>", "qa", split="{split}")\n```\n'
+    )
+    return "\n".join(lines) + release_card + usage
+
+
+def export_hf(workdir: str | Path, snapshot: str, out: str | Path) -> Path:
+    """Write the Hugging Face layout of the release of ``snapshot`` into ``out`` (which must be
+    empty or not exist); returns ``out``."""
+    manifest = read_manifest(workdir, snapshot)
+    src = release_dir(workdir, snapshot)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise WikidriftError(f"{out} is not empty; export into a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    split = split_name(snapshot)
+    for name in CONFIGS:
+        (out / name).mkdir(exist_ok=True)
+        shutil.copyfile(src / f"{name}.parquet", out / name / f"{split}.parquet")
+    for extra in ("growth.png", "manifest.json"):
+        shutil.copyfile(src / extra, out / extra)
+    write_text_atomic(out / "README.md", _card(manifest, (src / "README.md").read_text()))
+    return out
+
+
+class HubApi(Protocol):
+    """The part of ``huggingface_hub.HfApi`` the push uses (injectable for tests)."""
+
+    def create_repo(self, repo_id: str, **kwargs: Any) -> Any: ...
+
+    def upload_folder(self, **kwargs: Any) -> Any: ...
+
+    def create_tag(self, repo_id: str, **kwargs: Any) -> Any: ...
+
+
+def push_to_hub(folder: str | Path, repo_id: str, *, api: HubApi | None = None) -> str:
+    """Upload an exported folder to a dataset repo and tag the commit with the release id.
+    Needs a Hugging Face token (``HF_TOKEN`` or ``huggingface-cli login``)."""
+    folder = Path(folder)
+    release_id = json.loads((folder / "manifest.json").read_text())["release_id"]
+    if api is None:
+        from huggingface_hub import HfApi
+
+        api = HfApi()
+    api.create_repo(repo_id, repo_type="dataset", exist_ok=True)
+    commit = api.upload_folder(
+        repo_id=repo_id,
+        repo_type="dataset",
+        folder_path=str(folder),
+        commit_message=f"wikidrift release {release_id}",
+    )
+    revision = getattr(commit, "oid", None)
+    api.create_tag(
+        repo_id,
+        repo_type="dataset",
+        tag=release_id,
+        revision=revision,
+        tag_message=f"wikidrift release {release_id}",
+    )
+    return release_id

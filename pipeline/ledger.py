@@ -1,0 +1,537 @@
+"""The bi-temporal item ledger: every QA pair, dialogue turn and quadruple ever generated.
+
+After snapshot ``t`` the ledger lives in ``<workdir>/ledger/<t>/``:
+
+``items.parquet``
+    one row per item ever made (up to ``t``): a stable ``item_id``, ``kind`` (``qa``,
+    ``dialogue_turn``, ``quadruple``), the snapshot that created it, ``valid_from`` /
+    ``valid_to`` (null while valid) and ``retired_reason``, its type at creation (new /
+    changed) and its payload. Quadruples also carry valid time (``timestamp``: when the fact
+    holds, from the text) and transaction time (``observed_at``: the snapshot that saw it), and
+    when a later quadruple supersedes them ``superseded_by`` / ``fact_valid_until``.
+``evidence.parquet``
+    the evidence of every item *as of each snapshot* it was valid in: sentence indices of that
+    snapshot's revision and their text, and the item's type at that snapshot.
+``state.json``
+    which inputs produced this state (so an unchanged re-run is skipped) and the counts.
+
+Maintenance at ``t`` from the labels ``t-1 -> t`` (GrowOVER Algorithms 4 and 5): an item
+whose evidence sentences are all unchanged stays, typed unchanged, its evidence moved to the
+new indices; otherwise it is retired with the reason (``evidence_changed``,
+``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). For dialogues the unit is
+the turn: an excluded turn stays in its dialogue as context but is no longer evaluated; a
+dialogue leaves the benchmark when none of its turns is left.
+
+Supersession (MemStrata): a new quadruple with the same normalized (subject, relation) as a
+valid one and a different object closes the earlier one (``valid_to``, ``superseded_by``)
+without deleting it — unless the new fact's own date is older than the earlier one's (then
+it is history, not an update). Quadruples restating a valid fact are not added twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.errors import WikidriftError
+from pipeline.generate.stage import generated_dir, read_generated
+from pipeline.labeling import labels_dir, read_labels
+from pipeline.snapshot import read_table
+from pipeline.storage import read_parquet, write_json_atomic, write_parquet_atomic
+
+SCHEMA_VERSION = 1
+KINDS = ("qa", "dialogue_turn", "quadruple")
+
+ITEMS_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("kind", pa.string()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("created_snapshot", pa.string()),
+        ("valid_from", pa.string()),
+        ("valid_to", pa.string()),
+        ("retired_reason", pa.string()),
+        ("type_at_creation", pa.string()),
+        ("origin", pa.string()),
+        # qa
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("previous_answer", pa.string()),
+        # dialogue turns
+        ("dialogue_id", pa.string()),
+        ("turn_idx", pa.int32()),
+        ("user", pa.string()),
+        ("expert", pa.string()),
+        # quadruples
+        ("subject", pa.string()),
+        ("relation", pa.string()),
+        ("object", pa.string()),
+        ("timestamp", pa.string()),
+        ("observed_at", pa.string()),
+        ("superseded_by", pa.string()),
+        ("fact_valid_until", pa.string()),
+        # provenance
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+EVIDENCE_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("snapshot", pa.string()),
+        ("page_id", pa.int64()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("type", pa.string()),
+    ]
+)
+
+
+@dataclass
+class LedgerSummary:
+    """What one maintenance step did (also ``state.json``)."""
+
+    snapshot: str
+    previous: str | None
+    inputs_digest: str
+    kept: dict[str, int] = field(default_factory=dict)
+    added: dict[str, int] = field(default_factory=dict)
+    retired: dict[str, dict[str, int]] = field(default_factory=dict)
+    superseded: int = 0
+    restated_quadruples_skipped: int = 0
+    already_done: bool = False
+
+    def line(self) -> str:
+        """One line for logs and the CLI."""
+        kept, added = sum(self.kept.values()), sum(self.added.values())
+        retired = sum(sum(v.values()) for v in self.retired.values())
+        state = " (already applied)" if self.already_done else ""
+        return (
+            f"ledger {self.snapshot}: kept={kept} added={added} retired={retired} "
+            f"superseded={self.superseded}{state}"
+        )
+
+
+def ledger_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/ledger/<snapshot>``."""
+    return Path(workdir) / "ledger" / snapshot
+
+
+def ledger_snapshots(workdir: str | Path) -> list[str]:
+    """Snapshots the ledger has been brought to, ascending."""
+    root = Path(workdir) / "ledger"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "state.json").exists())
+
+
+def read_items(workdir: str | Path, snapshot: str) -> pa.Table:
+    """Every item known after ``snapshot`` (valid or retired)."""
+    return read_parquet(
+        ledger_dir(workdir, snapshot) / "items.parquet",
+        expected_table="ledger_items",
+        max_schema_version=SCHEMA_VERSION,
+    )
+
+
+def read_evidence(workdir: str | Path, snapshot: str) -> pa.Table:
+    """Evidence rows of every item at every snapshot up to ``snapshot``."""
+    return read_parquet(
+        ledger_dir(workdir, snapshot) / "evidence.parquet",
+        expected_table="ledger_evidence",
+        max_schema_version=SCHEMA_VERSION,
+    )
+
+
+def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
+    """The stored summary of a maintenance step."""
+    path = ledger_dir(workdir, snapshot) / "state.json"
+    if not path.exists():
+        raise WikidriftError(f"the ledger has not been brought to {snapshot} in {workdir}")
+    return LedgerSummary(**json.loads(path.read_text()))
+
+
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def normalize_key(text: str | None) -> str:
+    """Comparison form of a subject / relation / object: NFKC, case-folded, punctuation
+    dropped, leading article dropped, whitespace collapsed."""
+    text = unicodedata.normalize("NFKC", text or "").casefold()
+    text = " ".join(_PUNCT.sub(" ", text).split())
+    for article in ("the ", "a ", "an "):
+        if text.startswith(article):
+            return text[len(article) :]
+    return text
+
+
+def _file_digest(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode())
+        h.update(path.read_bytes() if path.exists() else b"<missing>")
+    return h.hexdigest()[:16]
+
+
+def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:
+    """Fate of every old sentence: a list of new indices (unchanged) or a reason string; and
+    the pages deleted at this snapshot."""
+    fate: dict[tuple[int, int], Any] = {}
+    deleted_pages: set[int] = set()
+    rank = {"changed": 3, "unlabeled": 2, "deleted": 1}
+    for r in labels.to_pylist():
+        page = r["page_id"]
+        if r["rule"] == "page_deleted":
+            deleted_pages.add(page)
+        if r["label"] == "unchanged":
+            for i in r["old_idx"]:
+                current = fate.get((page, i))
+                new_list = current if isinstance(current, list) else []
+                new_list.append(r["new_idx"])
+                fate[(page, i)] = new_list
+            continue
+        reason = {"changed": "changed", "unlabeled": "unlabeled", "deleted": "deleted"}.get(
+            r["label"]
+        )
+        if reason is None:
+            continue
+        for i in r["old_idx"]:
+            current = fate.get((page, i))
+            if isinstance(current, list):
+                continue  # also matched by an unchanged sentence: the evidence survives
+            if current is None or rank[reason] > rank[current]:
+                fate[(page, i)] = reason
+    return fate, deleted_pages
+
+
+def _new_item_rows(workdir: Path, snapshot: str) -> tuple[list[dict], list[dict]]:
+    """Ledger rows and evidence rows of the items generated at ``snapshot``."""
+    items: list[dict] = []
+    evidence: list[dict] = []
+
+    def add(item: dict, evid: list[int], text: str, item_type: str, page: int) -> None:
+        items.append(dict.fromkeys(ITEMS_SCHEMA.names) | item)
+        evidence.append(
+            {
+                "item_id": item["item_id"],
+                "snapshot": snapshot,
+                "page_id": page,
+                "evidence_sent_idx": list(evid),
+                "evidence_text": text,
+                "type": item_type,
+            }
+        )
+
+    base = {"created_snapshot": snapshot, "valid_from": snapshot}
+    for r in read_generated(workdir, snapshot, "qa").to_pylist():
+        add(
+            base
+            | {
+                "item_id": r["item_id"],
+                "kind": "qa",
+                "page_id": r["page_id"],
+                "title": r["title"],
+                "type_at_creation": r["type"],
+                "origin": r["origin"],
+                "question": r["question"],
+                "answer": r["answer"],
+                "previous_answer": r["previous_answer"],
+                "prompt_hash": r["prompt_hash"],
+                "generator": r["generator"],
+            },
+            r["evidence_sent_idx"],
+            r["evidence_text"],
+            r["type"],
+            r["page_id"],
+        )
+    for r in read_generated(workdir, snapshot, "dialogue").to_pylist():
+        add(
+            base
+            | {
+                "item_id": r["turn_id"],
+                "kind": "dialogue_turn",
+                "page_id": r["page_id"],
+                "title": r["title"],
+                "type_at_creation": r["type"],
+                "dialogue_id": r["dialogue_id"],
+                "turn_idx": r["turn_idx"],
+                "user": r["user"],
+                "expert": r["expert"],
+                "prompt_hash": r["prompt_hash"],
+                "generator": r["generator"],
+            },
+            r["evidence_sent_idx"],
+            r["evidence_text"],
+            r["type"],
+            r["page_id"],
+        )
+    for r in read_generated(workdir, snapshot, "quadruples").to_pylist():
+        add(
+            base
+            | {
+                "item_id": r["item_id"],
+                "kind": "quadruple",
+                "page_id": r["page_id"],
+                "title": r["title"],
+                "type_at_creation": r["type"],
+                "subject": r["subject"],
+                "relation": r["relation"],
+                "object": r["object"],
+                "timestamp": r["timestamp"],
+                "observed_at": r["observed_at"],
+                "prompt_hash": r["prompt_hash"],
+                "generator": r["generator"],
+            },
+            r["evidence_sent_idx"],
+            r["evidence_text"],
+            r["type"],
+            r["page_id"],
+        )
+    return items, evidence
+
+
+def _sentence_texts(workdir: Path, snapshot: str, page_ids: Iterable[int]) -> dict:
+    table = read_table(
+        workdir,
+        snapshot,
+        "sentences",
+        page_ids=list(page_ids),
+        columns=["page_id", "sent_idx", "text"],
+    )
+    return {
+        (p, i): t
+        for p, i, t in zip(
+            table["page_id"].to_pylist(),
+            table["sent_idx"].to_pylist(),
+            table["text"].to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def _timestamp_key(value: str | None) -> str | None:
+    # "2024", "2024-05" and "2024-05-08" compare correctly as strings of their own precision.
+    return value or None
+
+
+def update_ledger(
+    workdir: str | Path, snapshot: str, previous: str | None, *, force: bool = False
+) -> LedgerSummary:
+    """Bring the ledger from ``previous`` to ``snapshot``: maintain the items valid at
+    ``previous`` with the labels ``previous -> snapshot``, add the items generated at
+    ``snapshot``, apply quadruple supersession. Written atomically; skipped when its inputs
+    are unchanged."""
+    workdir = Path(workdir)
+    inputs = [
+        generated_dir(workdir, snapshot) / f"{n}.parquet" for n in ("qa", "dialogue", "quadruples")
+    ]
+    if previous is not None:
+        if previous >= snapshot:
+            raise WikidriftError(f"ledger steps go forward in time, got {previous} -> {snapshot}")
+        if not (ledger_dir(workdir, previous) / "state.json").exists():
+            raise WikidriftError(
+                f"the ledger has not been brought to {previous} yet; build that release first"
+            )
+        inputs += [
+            ledger_dir(workdir, previous) / "items.parquet",
+            labels_dir(workdir, previous, snapshot) / "sentence_labels.parquet",
+        ]
+    for path in inputs:
+        if not path.exists():
+            raise WikidriftError(f"ledger input missing: {path} (run the stage that writes it)")
+    digest = _file_digest(inputs)
+    out = ledger_dir(workdir, snapshot)
+    if (out / "state.json").exists() and not force:
+        stored = read_ledger_summary(workdir, snapshot)
+        if stored.inputs_digest == digest and stored.previous == previous:
+            stored.already_done = True
+            return stored
+
+    summary = LedgerSummary(snapshot=snapshot, previous=previous, inputs_digest=digest)
+    items: dict[str, dict] = {}
+    evidence_rows: list[dict] = []
+    if previous is not None:
+        for row in read_items(workdir, previous).to_pylist():
+            items[row["item_id"]] = row
+        prev_evidence = read_evidence(workdir, previous).to_pylist()
+        evidence_rows.extend(prev_evidence)
+        _maintain(workdir, snapshot, previous, items, prev_evidence, evidence_rows, summary)
+
+    new_items, new_evidence = _new_item_rows(workdir, snapshot)
+    _add_new(items, new_items, new_evidence, evidence_rows, snapshot, summary)
+    _write(out, items, evidence_rows, summary)
+    return summary
+
+
+def _maintain(
+    workdir: Path,
+    snapshot: str,
+    previous: str,
+    items: dict[str, dict],
+    prev_evidence: list[dict],
+    evidence_rows: list[dict],
+    summary: LedgerSummary,
+) -> None:
+    fate, deleted_pages = _fates(read_labels(workdir, previous, snapshot))
+    at_previous = {e["item_id"]: e for e in prev_evidence if e["snapshot"] == previous}
+    valid = [it for it in items.values() if it["valid_to"] is None]
+    texts = _sentence_texts(workdir, snapshot, {it["page_id"] for it in valid})
+    for it in valid:
+        kind = it["kind"]
+        ev = at_previous.get(it["item_id"])
+        if ev is None:
+            raise WikidriftError(
+                f"ledger {previous}: valid item {it['item_id']} has no evidence at {previous}"
+            )
+        page = it["page_id"]
+        reason = None
+        moved: set[int] = set()
+        if page in deleted_pages:
+            reason = "page_deleted"
+        else:
+            for i in ev["evidence_sent_idx"]:
+                f = fate.get((page, i), "deleted")
+                if isinstance(f, list):
+                    moved.update(f)
+                else:
+                    reason = f"evidence_{f}"
+                    break
+        if reason is not None:
+            it["valid_to"] = snapshot
+            it["retired_reason"] = reason
+            summary.retired.setdefault(kind, {})
+            summary.retired[kind][reason] = summary.retired[kind].get(reason, 0) + 1
+            continue
+        new_idx = sorted(moved)
+        evidence_rows.append(
+            {
+                "item_id": it["item_id"],
+                "snapshot": snapshot,
+                "page_id": page,
+                "evidence_sent_idx": new_idx,
+                "evidence_text": " ".join(texts[(page, j)] for j in new_idx),
+                "type": "unchanged",
+            }
+        )
+        summary.kept[kind] = summary.kept.get(kind, 0) + 1
+
+
+def _add_new(
+    items: dict[str, dict],
+    new_items: list[dict],
+    new_evidence: list[dict],
+    evidence_rows: list[dict],
+    snapshot: str,
+    summary: LedgerSummary,
+) -> None:
+    current_facts: dict[tuple[str, str], list[dict]] = {}
+    for it in items.values():
+        if it["kind"] == "quadruple" and it["valid_to"] is None:
+            key = (normalize_key(it["subject"]), normalize_key(it["relation"]))
+            current_facts.setdefault(key, []).append(it)
+    for it, ev in zip(new_items, new_evidence, strict=True):
+        if it["item_id"] in items:
+            continue  # the same item generated again (same id): already in the ledger
+        if it["kind"] == "quadruple":
+            key = (normalize_key(it["subject"]), normalize_key(it["relation"]))
+            obj = normalize_key(it["object"])
+            earlier = [f for f in current_facts.get(key, []) if f["created_snapshot"] < snapshot]
+            if any(normalize_key(f["object"]) == obj for f in earlier):
+                summary.restated_quadruples_skipped += 1
+                continue
+            for f in earlier:
+                new_ts, old_ts = _timestamp_key(it["timestamp"]), _timestamp_key(f["timestamp"])
+                if new_ts and old_ts and new_ts < old_ts:
+                    continue  # an older fact surfacing now: history, not an update
+                f["valid_to"] = snapshot
+                f["retired_reason"] = "superseded"
+                f["superseded_by"] = it["item_id"]
+                f["fact_valid_until"] = it["timestamp"] or snapshot
+                current_facts[key].remove(f)
+                summary.superseded += 1
+                summary.retired.setdefault("quadruple", {})
+                summary.retired["quadruple"]["superseded"] = (
+                    summary.retired["quadruple"].get("superseded", 0) + 1
+                )
+            current_facts.setdefault(key, []).append(it)
+        items[it["item_id"]] = it
+        evidence_rows.append(ev)
+        summary.added[it["kind"]] = summary.added.get(it["kind"], 0) + 1
+
+
+def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: LedgerSummary) -> None:
+    """Write the new ledger state into a temp dir and swap it in with one rename."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        ordered = sorted(items.values(), key=lambda r: (r["created_snapshot"], r["item_id"]))
+        write_parquet_atomic(
+            pa.Table.from_pylist(ordered, schema=ITEMS_SCHEMA),
+            tmp / "items.parquet",
+            table_name="ledger_items",
+            schema_version=SCHEMA_VERSION,
+        )
+        evidence = sorted(evidence, key=lambda r: (r["snapshot"], r["item_id"]))
+        write_parquet_atomic(
+            pa.Table.from_pylist(evidence, schema=EVIDENCE_SCHEMA),
+            tmp / "evidence.parquet",
+            table_name="ledger_evidence",
+            schema_version=SCHEMA_VERSION,
+        )
+        write_json_atomic(tmp / "state.json", asdict(summary))
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def facts_at(
+    workdir: str | Path, valid_on: str | date, known_at: str, *, subject: str | None = None
+) -> list[dict]:
+    """Quadruples true on ``valid_on`` as known at snapshot ``known_at`` (bi-temporal query).
+
+    Transaction time: facts observed at or before ``known_at`` whose record was not withdrawn
+    (evidence gone, page deleted) by then; a supersession recorded after ``known_at`` is not
+    known yet. Valid time: the fact's own date (``timestamp``; unknown counts as "since
+    always") is on or before ``valid_on``, and, if it was superseded by ``known_at``, the
+    superseding fact's date (``fact_valid_until``) is after ``valid_on``.
+    """
+    valid_on = str(valid_on)
+    known = [s for s in ledger_snapshots(workdir) if s <= known_at]
+    if not known:
+        raise WikidriftError(f"no ledger state at or before {known_at} in {workdir}")
+    want = normalize_key(subject) if subject else None
+    out = []
+    for it in read_items(workdir, known[-1]).to_pylist():
+        if it["kind"] != "quadruple" or it["observed_at"] > known_at:
+            continue
+        if want is not None and normalize_key(it["subject"]) != want:
+            continue
+        retired = it["valid_to"] is not None and it["valid_to"] <= known_at
+        if retired and it["retired_reason"] != "superseded":
+            continue  # withdrawn: no longer asserted
+        if it["timestamp"] and it["timestamp"][: len(valid_on)] > valid_on[: len(it["timestamp"])]:
+            continue  # not yet true on that date
+        if retired and (it["fact_valid_until"] or "") <= valid_on[: len(it["fact_valid_until"])]:
+            continue  # replaced by then
+        out.append(it)
+    return out

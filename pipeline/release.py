@@ -1,0 +1,754 @@
+"""Immutable, versioned releases: ``<workdir>/releases/<snapshot>/``.
+
+A release is the ledger filtered to one snapshot: every item valid at that snapshot with its
+type *at that snapshot* (unchanged if created earlier, else new / changed) and its evidence as
+of that snapshot. Files:
+
+- ``qa.parquet``, ``dialogue.parquet`` (one row per turn; turns whose evidence changed stay as
+  context with ``evaluate = false``), ``quadruples.parquet`` (current and superseded facts,
+  with valid and transaction time), ``sentence_labels.parquet`` (the labels that maintained
+  it), ``retired.parquet`` (items that left at this snapshot, with the reason);
+- ``manifest.json``: release id and revision, snapshot, previous release, config and its hash,
+  model ids, prompt hashes, row counts in the layout of GrowOVER Tables 13/14, sha256 of every
+  file, schema version;
+- ``README.md`` (dataset card with the statistics) and ``growth.png`` (items per type across
+  releases).
+
+Written into a temporary directory and renamed into place. An existing release is never
+overwritten: a new revision moves the old one aside to ``<snapshot>.r<N>/`` first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.errors import WikidriftError
+from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
+from pipeline.ledger import ledger_dir, read_evidence, read_items, read_ledger_summary
+from pipeline.snapshot import read_table
+from pipeline.storage import (
+    read_parquet,
+    write_json_atomic,
+    write_parquet_atomic,
+    write_text_atomic,
+)
+
+SCHEMA_VERSION = 1
+DATA_FILES = ("qa", "dialogue", "quadruples", "sentence_labels", "retired")
+
+QA_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("type", pa.string()),
+        ("type_at_creation", pa.string()),
+        ("created_snapshot", pa.string()),
+        ("origin", pa.string()),
+        ("question", pa.string()),
+        ("answer", pa.string()),
+        ("previous_answer", pa.string()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+DIALOGUE_SCHEMA = pa.schema(
+    [
+        ("dialogue_id", pa.string()),
+        ("turn_id", pa.string()),
+        ("turn_idx", pa.int32()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("created_snapshot", pa.string()),
+        ("user", pa.string()),
+        ("expert", pa.string()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("evidence_snapshot", pa.string()),
+        ("type", pa.string()),
+        ("type_at_creation", pa.string()),
+        ("evaluate", pa.bool_()),
+        ("excluded_reason", pa.string()),
+        ("excluded_at", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+QUADRUPLES_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("subject", pa.string()),
+        ("relation", pa.string()),
+        ("object", pa.string()),
+        ("timestamp", pa.string()),
+        ("observed_at", pa.string()),
+        ("status", pa.string()),
+        ("superseded_by", pa.string()),
+        ("fact_valid_until", pa.string()),
+        ("type", pa.string()),
+        ("type_at_creation", pa.string()),
+        ("created_snapshot", pa.string()),
+        ("evidence_sent_idx", pa.list_(pa.int32())),
+        ("evidence_text", pa.string()),
+        ("evidence_snapshot", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+RETIRED_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("kind", pa.string()),
+        ("page_id", pa.int64()),
+        ("reason", pa.string()),
+        ("superseded_by", pa.string()),
+    ]
+)
+SCHEMAS: dict[str, pa.Schema] = {
+    "qa": QA_SCHEMA,
+    "dialogue": DIALOGUE_SCHEMA,
+    "quadruples": QUADRUPLES_SCHEMA,
+    "sentence_labels": LABELS_SCHEMA,
+    "retired": RETIRED_SCHEMA,
+}
+
+
+@dataclass
+class ReleaseManifest:
+    """Everything needed to identify, reproduce and check a release (``manifest.json``)."""
+
+    release_id: str
+    snapshot: str
+    revision: int
+    previous_release: str | None
+    schema_version: int
+    inputs_digest: str
+    config: dict[str, Any]
+    config_hash: str
+    models: dict[str, Any]
+    prompt_hashes: dict[str, str]
+    labeling_rule: str
+    counts: dict[str, dict[str, int]]
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    already_built: bool = False
+
+    def line(self) -> str:
+        """One line for the CLI."""
+        q, d, f = self.counts["qa"], self.counts["dialogue_turns"], self.counts["quadruples"]
+        state = " (already built)" if self.already_built else ""
+        return (
+            f"release {self.release_id}: qa={q['total']} dialogue_turns={d['total']} "
+            f"quadruples={f['current']}{state}"
+        )
+
+
+def releases_root(workdir: str | Path) -> Path:
+    """``<workdir>/releases``."""
+    return Path(workdir) / "releases"
+
+
+def release_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/releases/<snapshot>`` (the current revision)."""
+    return releases_root(workdir) / snapshot
+
+
+def list_releases(workdir: str | Path) -> list[str]:
+    """Snapshots that have a current release, ascending."""
+    root = releases_root(workdir)
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if "." not in p.name and (p / "manifest.json").exists()
+    )
+
+
+def read_manifest(workdir: str | Path, snapshot: str) -> ReleaseManifest:
+    """The manifest of the current release of ``snapshot``."""
+    path = release_dir(workdir, snapshot) / "manifest.json"
+    if not path.exists():
+        raise WikidriftError(f"no release {snapshot} in {workdir} (run `wikidrift release`)")
+    return ReleaseManifest(**json.loads(path.read_text()))
+
+
+def read_release_table(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
+    """One table of the current release of ``snapshot``."""
+    if name not in SCHEMAS:
+        raise ValueError(f"unknown release table {name!r}; one of {list(SCHEMAS)}")
+    return read_parquet(
+        release_dir(workdir, snapshot) / f"{name}.parquet",
+        expected_table=f"release_{name}" if name != "sentence_labels" else "sentence_labels",
+        max_schema_version=SCHEMA_VERSION,
+    )
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _previous_snapshot(workdir: Path, snapshot: str) -> str | None:
+    state = read_ledger_summary(workdir, snapshot)
+    return state.previous
+
+
+# --------------------------------------------------------------------------- tables
+def _release_tables(workdir: Path, snapshot: str) -> dict[str, pa.Table]:
+    items = read_items(workdir, snapshot).to_pylist()
+    evidence = read_evidence(workdir, snapshot).to_pylist()
+    latest: dict[str, dict] = {}
+    for ev in evidence:  # sorted by snapshot: the last one wins
+        latest[ev["item_id"]] = ev
+
+    def valid(it: dict) -> bool:
+        return it["valid_to"] is None
+
+    def type_now(it: dict) -> str:
+        return it["type_at_creation"] if it["created_snapshot"] == snapshot else "unchanged"
+
+    def evid(it: dict) -> dict:
+        return latest[it["item_id"]]
+
+    qa_rows = [
+        {
+            "item_id": it["item_id"],
+            "page_id": it["page_id"],
+            "title": it["title"],
+            "type": type_now(it),
+            "type_at_creation": it["type_at_creation"],
+            "created_snapshot": it["created_snapshot"],
+            "origin": it["origin"],
+            "question": it["question"],
+            "answer": it["answer"],
+            "previous_answer": it["previous_answer"],
+            "evidence_sent_idx": evid(it)["evidence_sent_idx"],
+            "evidence_text": evid(it)["evidence_text"],
+            "prompt_hash": it["prompt_hash"],
+            "generator": it["generator"],
+        }
+        for it in items
+        if it["kind"] == "qa" and valid(it)
+    ]
+    turns = [it for it in items if it["kind"] == "dialogue_turn"]
+    live_dialogues = {it["dialogue_id"] for it in turns if valid(it)}
+    dialogue_rows = [
+        {
+            "dialogue_id": it["dialogue_id"],
+            "turn_id": it["item_id"],
+            "turn_idx": it["turn_idx"],
+            "page_id": it["page_id"],
+            "title": it["title"],
+            "created_snapshot": it["created_snapshot"],
+            "user": it["user"],
+            "expert": it["expert"],
+            "evidence_sent_idx": evid(it)["evidence_sent_idx"],
+            "evidence_text": evid(it)["evidence_text"],
+            "evidence_snapshot": evid(it)["snapshot"],
+            "type": type_now(it) if valid(it) else None,
+            "type_at_creation": it["type_at_creation"],
+            "evaluate": valid(it),
+            "excluded_reason": it["retired_reason"],
+            "excluded_at": it["valid_to"],
+            "prompt_hash": it["prompt_hash"],
+            "generator": it["generator"],
+        }
+        for it in turns
+        if it["dialogue_id"] in live_dialogues
+    ]
+    dialogue_rows.sort(key=lambda r: (r["created_snapshot"], r["dialogue_id"], r["turn_idx"]))
+    quad_rows = [
+        {
+            "item_id": it["item_id"],
+            "page_id": it["page_id"],
+            "title": it["title"],
+            "subject": it["subject"],
+            "relation": it["relation"],
+            "object": it["object"],
+            "timestamp": it["timestamp"],
+            "observed_at": it["observed_at"],
+            "status": "current" if valid(it) else "superseded",
+            "superseded_by": it["superseded_by"],
+            "fact_valid_until": it["fact_valid_until"],
+            "type": type_now(it) if valid(it) else None,
+            "type_at_creation": it["type_at_creation"],
+            "created_snapshot": it["created_snapshot"],
+            "evidence_sent_idx": evid(it)["evidence_sent_idx"],
+            "evidence_text": evid(it)["evidence_text"],
+            "evidence_snapshot": evid(it)["snapshot"],
+            "prompt_hash": it["prompt_hash"],
+            "generator": it["generator"],
+        }
+        for it in items
+        if it["kind"] == "quadruple" and (valid(it) or it["retired_reason"] == "superseded")
+    ]
+    retired_rows = [
+        {
+            "item_id": it["item_id"],
+            "kind": it["kind"],
+            "page_id": it["page_id"],
+            "reason": it["retired_reason"],
+            "superseded_by": it["superseded_by"],
+        }
+        for it in items
+        if it["valid_to"] == snapshot
+    ]
+    return {
+        "qa": pa.Table.from_pylist(qa_rows, schema=QA_SCHEMA),
+        "dialogue": pa.Table.from_pylist(dialogue_rows, schema=DIALOGUE_SCHEMA),
+        "quadruples": pa.Table.from_pylist(quad_rows, schema=QUADRUPLES_SCHEMA),
+        "retired": pa.Table.from_pylist(retired_rows, schema=RETIRED_SCHEMA),
+    }
+
+
+def _initial_labels(workdir: Path, snapshot: str) -> pa.Table:
+    """The first snapshot has nothing to compare with: every sentence is new."""
+    sents = read_table(workdir, snapshot, "sentences", columns=["page_id", "sent_idx", "text"])
+    n = sents.num_rows
+    rows = {
+        "page_id": sents["page_id"],
+        "new_idx": sents["sent_idx"],
+        "old_idx": pa.array([[]] * n, pa.list_(pa.int32())),
+        "label": pa.array(["new"] * n),
+        "rule": pa.array(["initial_snapshot"] * n),
+        "decided_by": pa.array(["rule"] * n),
+        "text": sents["text"],
+    }
+    return pa.table(
+        {
+            name: rows.get(name, pa.nulls(n, LABELS_SCHEMA.field(name).type))
+            for name in LABELS_SCHEMA.names
+        }
+    ).cast(LABELS_SCHEMA)
+
+
+def _type_counts(table: pa.Table, retired: int) -> dict[str, int]:
+    types = Counter(table["type"].to_pylist()) if table.num_rows else Counter()
+    counts = {k: types.get(k, 0) for k in ("unchanged", "new", "changed")}
+    counts["deleted"] = retired
+    counts["total"] = counts["unchanged"] + counts["new"] + counts["changed"]
+    return counts
+
+
+def _counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
+    retired = Counter(tables["retired"]["kind"].to_pylist())
+    dialogue = tables["dialogue"]
+    evaluated = dialogue.filter(dialogue["evaluate"]) if dialogue.num_rows else dialogue
+    quads = tables["quadruples"]
+    current = quads.filter(pc.equal(quads["status"], "current")) if quads.num_rows else quads
+    qcounts = _type_counts(current, retired.get("quadruple", 0))
+    qcounts["current"] = current.num_rows
+    qcounts["superseded"] = quads.num_rows - current.num_rows
+    labels = Counter(tables["sentence_labels"]["label"].to_pylist())
+    return {
+        "qa": _type_counts(tables["qa"], retired.get("qa", 0)),
+        "dialogue_turns": _type_counts(evaluated, retired.get("dialogue_turn", 0))
+        | {"context_only": dialogue.num_rows - evaluated.num_rows},
+        "dialogues": {"total": len(set(dialogue["dialogue_id"].to_pylist()))},
+        "quadruples": qcounts,
+        "sentence_labels": dict(sorted(labels.items())),
+    }
+
+
+# --------------------------------------------------------------------------- build
+def _inputs_digest(workdir: Path, snapshot: str, config_hash: str) -> str:
+    h = hashlib.sha256(config_hash.encode())
+    h.update(read_ledger_summary(workdir, snapshot).inputs_digest.encode())
+    for name in ("items.parquet", "evidence.parquet"):
+        h.update(_sha256(ledger_dir(workdir, snapshot) / name).encode())
+    return h.hexdigest()[:16]
+
+
+def _models(workdir: Path, snapshot: str, previous: str | None) -> dict[str, Any]:
+    from pipeline.generate.stage import read_generation_summary
+
+    models: dict[str, Any] = {}
+    if previous is not None:
+        summary = read_label_summary(workdir, previous, snapshot)
+        models["labeling"] = summary.models
+    gen = read_generation_summary(workdir, snapshot)
+    models["embedder_for_selection"] = gen.embedder
+    models["generator"] = gen.llm.get("model") or gen.llm.get("generator")
+    return models
+
+
+def build_release(
+    workdir: str | Path,
+    snapshot: str,
+    *,
+    config: dict[str, Any],
+    config_hash: str,
+    new_revision: bool = False,
+) -> ReleaseManifest:
+    """Write the release of ``snapshot`` from the ledger. Returns the stored manifest when a
+    release built from the same inputs exists; refuses to replace one built from other inputs
+    unless ``new_revision`` (the old revision is kept as ``<snapshot>.r<N>``)."""
+    workdir = Path(workdir)
+    if not (ledger_dir(workdir, snapshot) / "state.json").exists():
+        raise WikidriftError(
+            f"the ledger has no state for {snapshot}: generate items and update the ledger first "
+            "(`wikidrift run` does every stage)"
+        )
+    digest = _inputs_digest(workdir, snapshot, config_hash)
+    out = release_dir(workdir, snapshot)
+    revision = 1
+    if (out / "manifest.json").exists():
+        existing = read_manifest(workdir, snapshot)
+        if existing.inputs_digest == digest and not new_revision:
+            existing.already_built = True
+            return existing
+        if not new_revision:
+            raise WikidriftError(
+                f"release {existing.release_id} exists and was built from other inputs; "
+                "releases are never overwritten: pass --force to write a new revision"
+            )
+        revision = existing.revision + 1
+
+    previous = _previous_snapshot(workdir, snapshot)
+    prev_release = previous if previous in list_releases(workdir) else None
+    tables = _release_tables(workdir, snapshot)
+    tables["sentence_labels"] = (
+        read_labels(workdir, previous, snapshot).cast(LABELS_SCHEMA)
+        if previous is not None
+        else _initial_labels(workdir, snapshot)
+    )
+    labeling_rule = "initial"
+    if previous is not None:
+        settings = read_label_summary(workdir, previous, snapshot).settings
+        labeling_rule = "growover_faithful" if settings.get("faithful") else "fact_guarded"
+    prompt_hashes = dict(
+        sorted(
+            Counter(
+                h
+                for t in ("qa", "dialogue", "quadruples")
+                for h in tables[t]["prompt_hash"].to_pylist()
+            ).items()
+        )
+    )
+    manifest = ReleaseManifest(
+        release_id=f"wikidrift-{snapshot}" + (f".r{revision}" if revision > 1 else ""),
+        snapshot=snapshot,
+        revision=revision,
+        previous_release=prev_release,
+        schema_version=SCHEMA_VERSION,
+        inputs_digest=digest,
+        config=config,
+        config_hash=config_hash,
+        models=_models(workdir, snapshot, previous),
+        prompt_hashes={h: str(n) for h, n in prompt_hashes.items()},
+        labeling_rule=labeling_rule,
+        counts=_counts(tables),
+    )
+
+    root = releases_root(workdir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{snapshot}.", dir=root))
+    try:
+        for name, table in tables.items():
+            table_name = name if name == "sentence_labels" else f"release_{name}"
+            write_parquet_atomic(
+                table,
+                tmp / f"{name}.parquet",
+                table_name=table_name,
+                schema_version=SCHEMA_VERSION,
+            )
+        history = [read_manifest(workdir, s) for s in list_releases(workdir) if s < snapshot]
+        _write_growth_plot(tmp / "growth.png", [*history, manifest])
+        write_text_atomic(tmp / "README.md", dataset_card(manifest, history))
+        manifest.files = {
+            p.name: {
+                "sha256": _sha256(p),
+                "bytes": p.stat().st_size,
+                **({"rows": pq.read_metadata(p).num_rows} if p.suffix == ".parquet" else {}),
+            }
+            for p in sorted(tmp.iterdir())
+        }
+        write_json_atomic(tmp / "manifest.json", _manifest_dict(manifest))
+        if out.exists():
+            out.rename(root / f"{snapshot}.r{revision - 1}")
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _manifest_dict(manifest: ReleaseManifest) -> dict[str, Any]:
+    data = dict(vars(manifest))
+    data.pop("already_built")
+    return data
+
+
+def _write_growth_plot(path: Path, manifests: list[ReleaseManifest]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    snaps = [m.snapshot for m in manifests]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    series = (
+        ("QA pairs", "qa", ("unchanged", "new", "changed")),
+        ("Dialogue turns", "dialogue_turns", ("unchanged", "new", "changed")),
+        ("Quadruples", "quadruples", ("current", "superseded")),
+    )
+    for ax, (title, key, parts) in zip(axes, series, strict=True):
+        bottom = [0] * len(snaps)
+        for part in parts:
+            values = [m.counts[key].get(part, 0) for m in manifests]
+            ax.bar(snaps, values, bottom=bottom, label=part)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        ax.set_title(title)
+        ax.tick_params(axis="x", rotation=45)
+        ax.legend(fontsize=7)
+    fig.suptitle("wikidrift: items per release")
+    fig.tight_layout()
+    # No metadata: the same releases give a byte-identical PNG (stable checksums).
+    fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _stats_table(manifests: list[ReleaseManifest], key: str) -> str:
+    lines = [
+        "| Release | Unchanged | New | Changed | Deleted | Total |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for m in manifests:
+        c = m.counts[key]
+        lines.append(
+            f"| {m.snapshot} | {c['unchanged']:,} | {c['new']:,} | {c['changed']:,} | "
+            f"{c['deleted']:,} | {c['total']:,} |"
+        )
+    return "\n".join(lines)
+
+
+def dataset_card(manifest: ReleaseManifest, history: list[ReleaseManifest]) -> str:
+    """The release's README.md: what it is, statistics across releases, how to load it."""
+    all_releases = [*history, manifest]
+    q = manifest.counts["quadruples"]
+    return f"""# wikidrift release {manifest.release_id}
+
+A growing benchmark of real-world knowledge change built from Wikipedia snapshots with the
+GrowOVER method (sentence labeling by similarity + NLI, evidence-based maintenance) and
+Chronos-style time-stamped knowledge quadruples. Snapshot **{manifest.snapshot}**, revision
+{manifest.revision}; previous release: {manifest.previous_release or "none (initial release)"}.
+
+Every item carries its evidence (sentence indices and text of the article as of this
+snapshot) and its type at this snapshot: *unchanged* (made earlier, evidence still
+unchanged), *new* or *changed* (made from sentences that are new or changed since the previous
+snapshot). *Deleted* counts items retired at this snapshot (see `retired.parquet`).
+
+## QA pairs
+
+{_stats_table(all_releases, "qa")}
+
+## Dialogue turns (evaluated)
+
+{_stats_table(all_releases, "dialogue_turns")}
+
+Dialogues: {manifest.counts["dialogues"]["total"]:,}. Turns whose evidence changed stay in
+their dialogue as context (`evaluate = false`).
+
+## Knowledge quadruples
+
+{_stats_table(all_releases, "quadruples")}
+
+Current facts: {q["current"]:,}; superseded (kept with their validity interval):
+{q["superseded"]:,}. `timestamp` is valid time (when the fact holds, from the text),
+`observed_at` transaction time (the snapshot that saw it).
+
+![growth](growth.png)
+
+## Files
+
+`qa.parquet`, `dialogue.parquet`, `quadruples.parquet`, `sentence_labels.parquet` (the
+sentence labels that maintained this release), `retired.parquet` (items that left here, with
+the reason); `manifest.json` lists every file with its sha256 (`wikidrift verify`).
+
+Labeling rule: `{manifest.labeling_rule}`. Config hash: `{manifest.config_hash}`. Models:
+`{json.dumps(manifest.models, sort_keys=True)}`.
+
+## Loading
+
+```python
+import pandas as pd
+qa = pd.read_parquet("qa.parquet")
+```
+
+or export with `wikidrift export-hf --release {manifest.snapshot}` and load with
+`datasets.load_dataset(DIR, "qa")`.
+
+Text from Wikipedia, licensed CC BY-SA 4.0; attribute the articles' authors via the revision
+ids in the source snapshot.
+"""
+
+
+# --------------------------------------------------------------------------- diff & verify
+def _item_ids(workdir: Path, snapshot: str) -> dict[str, set[str]]:
+    qa = read_release_table(workdir, snapshot, "qa")
+    dialogue = read_release_table(workdir, snapshot, "dialogue")
+    quads = read_release_table(workdir, snapshot, "quadruples")
+    return {
+        "qa": set(qa["item_id"].to_pylist()),
+        "dialogue_turn": {
+            t
+            for t, e in zip(
+                dialogue["turn_id"].to_pylist(), dialogue["evaluate"].to_pylist(), strict=True
+            )
+            if e
+        },
+        "quadruple": {
+            i
+            for i, s in zip(quads["item_id"].to_pylist(), quads["status"].to_pylist(), strict=True)
+            if s == "current"
+        },
+    }
+
+
+def release_diff(workdir: str | Path, a: str, b: str) -> dict[str, dict[str, Any]]:
+    """Per kind: items added in ``b``, kept from ``a``, and retired between them (by reason)."""
+    workdir = Path(workdir)
+    ids_a, ids_b = _item_ids(workdir, a), _item_ids(workdir, b)
+    retired_reason: dict[str, str] = {}
+    for snap in list_releases(workdir):
+        if a < snap <= b:
+            r = read_release_table(workdir, snap, "retired")
+            retired_reason.update(
+                zip(r["item_id"].to_pylist(), r["reason"].to_pylist(), strict=True)
+            )
+    out = {}
+    for kind in ids_a:
+        gone = ids_a[kind] - ids_b[kind]
+        out[kind] = {
+            "added": len(ids_b[kind] - ids_a[kind]),
+            "kept": len(ids_a[kind] & ids_b[kind]),
+            "retired": len(gone),
+            "retired_by_reason": dict(
+                sorted(Counter(retired_reason.get(i, "unknown") for i in gone).items())
+            ),
+        }
+    return out
+
+
+def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
+    """Every violation found in the release of ``snapshot`` (empty = good): checksums, schemas,
+    counts, the ledger invariant against the previous release, and evidence text."""
+    workdir = Path(workdir)
+    problems: list[str] = []
+    out = release_dir(workdir, snapshot)
+    try:
+        manifest = read_manifest(workdir, snapshot)
+    except WikidriftError as exc:
+        return [str(exc)]
+    except (json.JSONDecodeError, TypeError) as exc:
+        return [f"{out / 'manifest.json'}: unreadable manifest ({exc})"]
+    on_disk = {p.name for p in out.iterdir() if p.name != "manifest.json"}
+    for name in sorted(on_disk - set(manifest.files)):
+        problems.append(f"{out / name}: file not listed in manifest.json")
+    for name, meta in sorted(manifest.files.items()):
+        path = out / name
+        if not path.exists():
+            problems.append(f"{path}: listed in manifest.json but missing")
+        elif _sha256(path) != meta["sha256"]:
+            problems.append(f"{path}: sha256 {_sha256(path)} != manifest {meta['sha256']}")
+    if problems:
+        return problems  # tables cannot be trusted past a checksum failure
+    tables: dict[str, pa.Table] = {}
+    for name, schema in SCHEMAS.items():
+        try:
+            tables[name] = read_release_table(workdir, snapshot, name)
+        except Exception as exc:  # noqa: BLE001 - report every unreadable table, keep going
+            problems.append(f"{out / (name + '.parquet')}: {exc}")
+            continue
+        if not tables[name].schema.remove_metadata().equals(schema):
+            problems.append(
+                f"{out / (name + '.parquet')}: columns differ from schema v{SCHEMA_VERSION}"
+            )
+    if problems:
+        return problems
+    if _counts(tables) != manifest.counts:
+        problems.append(f"{out / 'manifest.json'}: counts do not match the tables")
+
+    # Ledger invariant: whatever was valid in the previous release is here or retired here.
+    if manifest.previous_release:
+        before = _item_ids(workdir, manifest.previous_release)
+        now = _item_ids(workdir, snapshot)
+        quads = tables["quadruples"]
+        superseded_here = set(quads["item_id"].to_pylist())
+        retired = dict(
+            zip(
+                tables["retired"]["item_id"].to_pylist(),
+                tables["retired"]["reason"].to_pylist(),
+                strict=True,
+            )
+        )
+        for kind, ids in before.items():
+            for item_id in sorted(ids):
+                if item_id in now[kind] or (kind == "quadruple" and item_id in superseded_here):
+                    continue
+                if not retired.get(item_id):
+                    problems.append(
+                        f"{kind} {item_id}: valid in release {manifest.previous_release} but "
+                        f"neither in release {snapshot} nor retired here with a reason"
+                    )
+
+    # Evidence indices must point at the same text in the snapshot they refer to.
+    checks: list[tuple[str, str, int, list[int], str]] = []
+    for name, id_col in (("qa", "item_id"), ("dialogue", "turn_id"), ("quadruples", "item_id")):
+        t = tables[name].to_pylist()
+        for r in t:
+            snap = r.get("evidence_snapshot") or snapshot
+            checks.append(
+                (
+                    f"{name} {r[id_col]}",
+                    snap,
+                    r["page_id"],
+                    r["evidence_sent_idx"],
+                    r["evidence_text"],
+                )
+            )
+    by_snapshot: dict[str, set[int]] = {}
+    for _, snap, page, _, _ in checks:
+        by_snapshot.setdefault(snap, set()).add(page)
+    texts: dict[tuple[str, int, int], str] = {}
+    for snap, pages in by_snapshot.items():
+        s = read_table(
+            workdir,
+            snap,
+            "sentences",
+            page_ids=sorted(pages),
+            columns=["page_id", "sent_idx", "text"],
+        )
+        for p, i, txt in zip(
+            s["page_id"].to_pylist(), s["sent_idx"].to_pylist(), s["text"].to_pylist(), strict=True
+        ):
+            texts[(snap, p, i)] = txt
+    for label, snap, page, idx, text in checks:
+        if not idx:
+            problems.append(f"{label}: no evidence indices")
+            continue
+        got = [texts.get((snap, page, i)) for i in idx]
+        if any(g is None for g in got):
+            problems.append(f"{label}: evidence index out of range in snapshot {snap} page {page}")
+        elif " ".join(got) != text:  # type: ignore[arg-type]
+            problems.append(
+                f"{label}: evidence indices {idx} do not point at its evidence text in "
+                f"snapshot {snap} page {page}"
+            )
+    return problems

@@ -1,0 +1,92 @@
+"""Hugging Face export: the folder loads with `datasets` offline; the push is thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.errors import WikidriftError
+from pipeline.export_hf import CONFIGS, export_hf, push_to_hub, split_name
+from pipeline.release import read_manifest, read_release_table
+from tests.conftest import STAGE_DATES
+
+B = STAGE_DATES[1]
+
+
+def test_split_names_are_valid() -> None:
+    import re
+
+    assert split_name("2024-06-01") == "r2024_06_01"
+    assert re.fullmatch(r"\w+(\.\w+)*", split_name("2024-06-01"))
+
+
+def test_export_loads_with_datasets(released_workdir: Path, tmp_path: Path) -> None:
+    from datasets import load_dataset
+
+    out = export_hf(released_workdir, B, tmp_path / "hf")
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nconfigs:\n")
+    for name in CONFIGS:
+        assert f"- config_name: {name}" in card
+        assert (out / name / f"{split_name(B)}.parquet").exists()
+    cache = tmp_path / "hf_cache"  # fresh cache: datasets does not notice rewritten files
+    for name in CONFIGS:
+        ds = load_dataset(str(out), name, cache_dir=str(cache))
+        assert list(ds) == [split_name(B)]
+        expected = read_release_table(released_workdir, B, name)
+        assert ds[split_name(B)].num_rows == expected.num_rows
+    qa = load_dataset(str(out), "qa", split=split_name(B), cache_dir=str(cache))
+    assert set(qa.column_names) >= {"question", "answer", "evidence_sent_idx", "type"}
+    default = load_dataset(str(out), split=split_name(B), cache_dir=str(cache))
+    assert default.num_rows == qa.num_rows  # qa is the default config
+    with pytest.raises(WikidriftError, match="not empty"):
+        export_hf(released_workdir, B, out)
+
+
+class RecordingHub:
+    """Stands in for huggingface_hub.HfApi: records the calls a push makes."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def create_repo(self, repo_id: str, **kwargs: Any) -> None:
+        self.calls.append(("create_repo", repo_id, kwargs))
+
+    def upload_folder(self, **kwargs: Any) -> Any:
+        self.calls.append(("upload_folder", kwargs))
+        return type("Commit", (), {"oid": "abc123"})()
+
+    def create_tag(self, repo_id: str, **kwargs: Any) -> None:
+        self.calls.append(("create_tag", repo_id, kwargs))
+
+
+def test_push_uploads_the_folder_and_tags_the_release(
+    released_workdir: Path, tmp_path: Path
+) -> None:
+    out = export_hf(released_workdir, B, tmp_path / "hf")
+    hub = RecordingHub()
+    tag = push_to_hub(out, "me/wikidrift", api=hub)
+    assert tag == read_manifest(released_workdir, B).release_id
+    names = [c[0] for c in hub.calls]
+    assert names == ["create_repo", "upload_folder", "create_tag"]
+    upload = hub.calls[1][1]
+    assert upload["folder_path"] == str(out) and upload["repo_type"] == "dataset"
+    assert hub.calls[2][2]["tag"] == tag and hub.calls[2][2]["revision"] == "abc123"
+
+
+def test_cli_export_hf(released_workdir: Path, tmp_path: Path, capsys) -> None:
+    code = main(
+        [
+            "export-hf",
+            "--release",
+            B,
+            "--workdir",
+            str(released_workdir),
+            "--out",
+            str(tmp_path / "x"),
+        ]
+    )
+    assert code == 0 and "exported" in capsys.readouterr().out
