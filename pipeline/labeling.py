@@ -213,11 +213,8 @@ def _model_counters(labeler: SentenceLabeler) -> dict[str, int]:
     }
 
 
-def _model_calls(
-    labeler: SentenceLabeler, before: dict[str, int], stats: LabelingStats
-) -> dict[str, int]:
-    after = _model_counters(labeler)
-    return {k: after[k] - before[k] for k in after} | {
+def _stat_calls(stats: LabelingStats) -> dict[str, int]:
+    return {
         "nli_pairs": stats.nli_pairs,
         "llm_checks": stats.llm_checks,
         "exact_matches": stats.exact_matches,
@@ -230,22 +227,46 @@ def _rows_table(rows: list[SentenceLabel]) -> pa.Table:
     return pa.Table.from_pylist([asdict(r) for r in rows], schema=LABELS_SCHEMA)
 
 
-def label_snapshots(
-    workdir: str | Path,
-    old: str,
-    new: str,
-    labeler: SentenceLabeler,
-    *,
-    shard_pages: int = 200,
-    force: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> LabelSummary:
-    """Label every sentence of snapshot ``new`` against snapshot ``old`` and store the result."""
-    started = time.monotonic()
+@dataclass(frozen=True)
+class LabelJob:
+    """One labeling run, as plain data (a Prefect or Dask worker can receive it)."""
+
+    workdir: str
+    old: str
+    new: str
+    inputs_digest: str
+    settings: dict
+    models: dict[str, str | None]
+    page_order: tuple[int, ...]
+    shard_pages: int = 200
+
+    @property
+    def out(self) -> Path:
+        return labels_dir(self.workdir, self.old, self.new)
+
+    def parts(self) -> list[list[int]]:
+        """Page ids of each planned shard, in order."""
+        order = list(self.page_order)
+        return [order[i : i + self.shard_pages] for i in range(0, len(order), self.shard_pages)]
+
+    def shards(self, *, attach: bool = False) -> ShardedOutput:
+        return ShardedOutput(
+            self.out,
+            {"sentence_labels": LABELS_SCHEMA},
+            schema_version=SCHEMA_VERSION,
+            request={"inputs_digest": self.inputs_digest, "shard_pages": self.shard_pages},
+            attach=attach,
+        )
+
+
+def plan_labels(
+    workdir: str | Path, old: str, new: str, labeler: SentenceLabeler, *, shard_pages: int = 200
+) -> LabelJob:
+    """Describe the labeling of ``new`` against ``old`` (pages of the new snapshot first, then
+    pages only the old one has) and the digest of everything that decides its answers."""
     workdir = Path(workdir)
     if old >= new:
         raise WikidriftError(f"labels go from an older to a newer snapshot, got {old} -> {new}")
-    out = labels_dir(workdir, old, new)
     settings = asdict(labeler.settings) | {"naive": labeler.naive}
     models: dict[str, str | None] = {
         "embedder": labeler.embedder.model_id,
@@ -263,47 +284,66 @@ def label_snapshots(
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]
-    if (out / "summary.json").exists() and not force:
-        stored = read_label_summary(workdir, old, new)
-        if stored.inputs_digest == digest:
-            stored.already_done = True
-            return stored
-    (out / "summary.json").unlink(missing_ok=True)
-    counters_before = _model_counters(labeler)
-
     old_ids = read_table(workdir, old, "articles", columns=["page_id"])["page_id"].to_pylist()
     new_ids = read_table(workdir, new, "articles", columns=["page_id"])["page_id"].to_pylist()
     new_set = set(new_ids)
-    order = new_ids + [p for p in old_ids if p not in new_set]
-    shards = ShardedOutput(
-        out,
-        {"sentence_labels": LABELS_SCHEMA},
-        schema_version=SCHEMA_VERSION,
-        request={"inputs_digest": digest},
-    )
-    done_pages = {p for part in shards.completed() for p in part["page_ids"]}
-    totals = LabelingStats()
-    for part in shards.completed():
-        totals.merge(LabelingStats(**part["stats"]))
-    if progress and done_pages:
-        progress(len(done_pages))
-    todo = [p for p in order if p not in done_pages]
-    for start in range(0, len(todo), shard_pages):
-        ids = todo[start : start + shard_pages]
-        olds = _pages(workdir, old, ids)
-        news = _pages(workdir, new, ids)
-        rows, stats = labeler.label_pages([(olds.get(p), news.get(p)) for p in ids])
-        stats_dict = asdict(stats)
-        stats_dict["flipped_examples"] = [list(x) for x in stats.flipped_examples]
-        shards.write_part(
-            {"sentence_labels": _rows_table(rows)}, {"page_ids": ids, "stats": stats_dict}
+    order = tuple(new_ids + [p for p in old_ids if p not in new_set])
+    return LabelJob(str(workdir), old, new, digest, settings, models, order, shard_pages)
+
+
+def prepare_labels(job: LabelJob, *, force: bool = False) -> LabelSummary | None:
+    """The stored summary when these labels exist for the same inputs (and not ``force``);
+    otherwise set up the work area (keeping finished shards) and return None."""
+    if (job.out / "summary.json").exists() and not force:
+        stored = read_label_summary(job.workdir, job.old, job.new)
+        if stored.inputs_digest == job.inputs_digest:
+            stored.already_done = True
+            return stored
+    (job.out / "summary.json").unlink(missing_ok=True)
+    job.shards()
+    return None
+
+
+def label_part(job: LabelJob, labeler: SentenceLabeler, index: int) -> dict:
+    """Label planned shard ``index`` (skipped when done); returns its work counts."""
+    shards = job.shards(attach=True)
+    if shards.is_done(index):
+        return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
+    ids = job.parts()[index]
+    before = _model_counters(labeler)
+    olds = _pages(Path(job.workdir), job.old, ids)
+    news = _pages(Path(job.workdir), job.new, ids)
+    rows, stats = labeler.label_pages([(olds.get(p), news.get(p)) for p in ids])
+    after = _model_counters(labeler)
+    stats_dict = asdict(stats)
+    stats_dict["flipped_examples"] = [list(x) for x in stats.flipped_examples]
+    meta = {
+        "page_ids": ids,
+        "stats": stats_dict,
+        "model_calls": {k: after[k] - before[k] for k in after},
+        "facts": labeler.facts.model_name,
+    }
+    shards.write_part({"sentence_labels": _rows_table(rows)}, meta, index=index)
+    return meta
+
+
+def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
+    """Merge the finished shards and write ``summary.json`` and ``fact_guard_flips.json``."""
+    shards = job.shards(attach=True)
+    parts = shards.completed()
+    if len(parts) < len(job.parts()):
+        raise WikidriftError(
+            f"labels {job.old} -> {job.new}: {len(job.parts()) - len(parts)} shard(s) not finished"
         )
-        totals.merge(stats)
-        if progress:
-            progress(len(ids))
+    totals = LabelingStats()
+    model_calls: dict[str, int] = {}
+    for part in parts:
+        totals.merge(LabelingStats(**part["stats"]))
+        for k, v in part["model_calls"].items():
+            model_calls[k] = model_calls.get(k, 0) + v
     shards.finalize()
     table = read_parquet(
-        out / "sentence_labels.parquet",
+        job.out / "sentence_labels.parquet",
         expected_table="sentence_labels",
         max_schema_version=SCHEMA_VERSION,
     )
@@ -313,27 +353,28 @@ def label_snapshots(
         counts[label] += 1
         page = per_page.setdefault(str(pid), dict.fromkeys(LABELS, 0))
         page[label] += 1
+    facts = next((p["facts"] for p in parts), "regex")
     summary = LabelSummary(
-        old=old,
-        new=new,
-        inputs_digest=digest,
+        old=job.old,
+        new=job.new,
+        inputs_digest=job.inputs_digest,
         counts=counts,
         pages={
-            "total": len(order),
+            "total": len(job.page_order),
             "identical": totals.pages_identical,
             "new": totals.pages_new,
             "deleted": totals.pages_deleted,
         },
-        model_calls=_model_calls(labeler, counters_before, totals),
-        settings=settings,
-        models=models | {"facts": labeler.facts.model_name},
-        seconds=round(time.monotonic() - started, 3),
+        model_calls=model_calls | _stat_calls(totals),
+        settings=job.settings,
+        models=job.models | {"facts": facts},
+        seconds=round(seconds, 3),
         fact_guard_flips=totals.fact_guard_flips,
         per_page=per_page,
     )
-    write_json_atomic(out / "summary.json", asdict(summary))
+    write_json_atomic(job.out / "summary.json", asdict(summary))
     write_json_atomic(
-        out / "fact_guard_flips.json",
+        job.out / "fact_guard_flips.json",
         [
             {"page_id": p, "old": o, "new": n, "differences": d}
             for p, o, n, d in totals.flipped_examples
@@ -341,3 +382,27 @@ def label_snapshots(
     )
     shards.cleanup()
     return summary
+
+
+def label_snapshots(
+    workdir: str | Path,
+    old: str,
+    new: str,
+    labeler: SentenceLabeler,
+    *,
+    shard_pages: int = 200,
+    force: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> LabelSummary:
+    """Label every sentence of snapshot ``new`` against snapshot ``old`` and store the result
+    (shard by shard, resumable; the Prefect flow runs the same shards in parallel)."""
+    started = time.monotonic()
+    job = plan_labels(workdir, old, new, labeler, shard_pages=shard_pages)
+    stored = prepare_labels(job, force=force)
+    if stored is not None:
+        return stored
+    for index, ids in enumerate(job.parts()):
+        label_part(job, labeler, index)
+        if progress:
+            progress(len(ids))
+    return finalize_labels(job, seconds=time.monotonic() - started)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,24 @@ class ShardedOutput:
         *,
         schema_version: int,
         request: dict[str, Any],
+        attach: bool = False,
+        table_prefix: str = "",
     ) -> None:
+        """Open the work area for ``request``. By default unfinished work of another request is
+        discarded; ``attach=True`` (a worker joining a run another process prepared) never
+        deletes anything and fails if the area belongs to another request."""
         self.out_dir = Path(out_dir)
         self.tables = tables
         self.schema_version = schema_version
+        self.table_prefix = table_prefix  # stored table name = prefix + file stem
         self.work = self.out_dir / "_work"
         request_file = self.work / "request.json"
+        if attach:
+            if not request_file.exists() or json.loads(request_file.read_text()) != request:
+                raise RuntimeError(
+                    f"{self.work}: not prepared for this request; prepare the stage first"
+                )
+            return
         if self.work.exists() and (
             not request_file.exists() or json.loads(request_file.read_text()) != request
         ):
@@ -59,33 +72,48 @@ class ShardedOutput:
                 done.append(json.loads(path.read_text()) | {"_index": index})
         return done
 
-    def write_part(self, tables: dict[str, pa.Table], meta: dict[str, Any]) -> None:
-        """Store one finished shard; its done-file is written last, so a shard cut short by a
-        crash is simply redone."""
-        indices = [m["_index"] for m in self.completed()]
-        index = max(indices) + 1 if indices else 0
+    def is_done(self, index: int) -> bool:
+        """True when shard ``index`` finished (all its tables and its done-file exist)."""
+        return (self.work / f"part-{index:05d}.done.json").exists() and all(
+            self._part_file(index, name).exists() for name in self.tables
+        )
+
+    def write_part(
+        self, tables: dict[str, pa.Table], meta: dict[str, Any], *, index: int | None = None
+    ) -> None:
+        """Store one finished shard (``index`` = its fixed position in a planned run, or the
+        next free one when streaming); its done-file is written last, so a shard cut short by
+        a crash is simply redone."""
+        if index is None:
+            indices = [m["_index"] for m in self.completed()]
+            index = max(indices) + 1 if indices else 0
         for name, schema in self.tables.items():
             write_parquet_atomic(
                 tables[name].cast(schema),
                 self._part_file(index, name),
-                table_name=name,
+                table_name=self.table_prefix + name,
                 schema_version=self.schema_version,
             )
         write_json_atomic(self.work / f"part-{index:05d}.done.json", meta)
 
-    def finalize(self) -> dict[str, int]:
-        """Concatenate the shards into ``<out_dir>/<name>.parquet``; returns rows per table."""
+    def finalize(
+        self, transform: Callable[[str, dict[str, Any], pa.Table], pa.Table] | None = None
+    ) -> dict[str, int]:
+        """Concatenate the shards, in index order, into ``<out_dir>/<name>.parquet``
+        (``transform(name, meta, table)`` may filter each shard's table on the way); returns
+        rows per table."""
         parts = self.completed()
         rows = {}
         for name, schema in self.tables.items():
             with AtomicParquetWriter(
                 self.out_dir / f"{name}.parquet",
                 schema,
-                table_name=name,
+                table_name=self.table_prefix + name,
                 schema_version=self.schema_version,
             ) as writer:
                 for meta in parts:
-                    writer.write_table(pq.read_table(self._part_file(meta["_index"], name)))
+                    table = pq.read_table(self._part_file(meta["_index"], name))
+                    writer.write_table(transform(name, meta, table) if transform else table)
             rows[name] = writer.rows
         return rows
 

@@ -252,6 +252,238 @@ def parse_revisions(
     return rows_per_rev, [len(p) for p in paragraphs_per_rev]
 
 
+@dataclass(frozen=True)
+class SnapshotJob:
+    """One snapshot build, as plain data (a Prefect or Dask worker can receive it)."""
+
+    workdir: str
+    snapshot: str
+    source_description: str
+    selection: ArticleSelection
+    text_version: str
+    shard_size: int = 200
+
+    @property
+    def out(self) -> Path:
+        return snapshot_dir(self.workdir, self.snapshot)
+
+    def request(self) -> dict:
+        """What identifies this build's unfinished work (resume only continues the same)."""
+        return {
+            "source": self.source_description,
+            "selection": selection_digest(self.selection),
+            "text_version": self.text_version,
+            "shard_size": self.shard_size,
+        }
+
+    def parts(self) -> list[ArticleSelection]:
+        """The planned shards of an explicit selection (titles, then page ids), in order;
+        empty for "every article the source holds", which is streamed instead."""
+        keys: list[tuple[str, str | int]] = [("t", t) for t in self.selection.titles]
+        keys += [("i", p) for p in self.selection.page_ids]
+        chunks = [keys[i : i + self.shard_size] for i in range(0, len(keys), self.shard_size)]
+        return [
+            ArticleSelection(
+                titles=tuple(str(v) for k, v in chunk if k == "t"),
+                page_ids=tuple(int(v) for k, v in chunk if k == "i"),
+            )
+            for chunk in chunks
+        ]
+
+    def shards(self, *, attach: bool = False) -> ShardedOutput:
+        return ShardedOutput(
+            self.out,
+            _TABLES,
+            schema_version=SCHEMA_VERSION,
+            request=self.request(),
+            attach=attach,
+        )
+
+
+def snapshot_job(
+    workdir: str | Path,
+    snapshot_date: date | str,
+    selection: ArticleSelection,
+    *,
+    splitter: SentenceSplitter,
+    source_description: str,
+    shard_size: int = 200,
+) -> SnapshotJob:
+    """Describe a snapshot build (the text version comes from the splitter's spaCy model)."""
+    return SnapshotJob(
+        workdir=str(workdir),
+        snapshot=str(snapshot_date),
+        source_description=source_description,
+        selection=selection,
+        text_version=f"{TEXT_PIPELINE_VERSION}/{splitter.model_name}",
+        shard_size=shard_size,
+    )
+
+
+def prepare_snapshot(job: SnapshotJob, *, force: bool = False) -> SnapshotSummary | None:
+    """The stored summary when the snapshot is complete (and not ``force``); otherwise set up
+    the work area (keeping finished shards of the same request) and return None."""
+    if is_complete(job.workdir, job.snapshot) and not force:
+        stored = read_summary(job.workdir, job.snapshot)
+        stored.already_built = True
+        return stored
+    # A forced rebuild that dies half-way must not leave the old snapshot looking complete.
+    (job.out / "snapshot.json").unlink(missing_ok=True)
+    job.shards()
+    return None
+
+
+def _shard_tables(
+    job: SnapshotJob,
+    shard: list[RawRevision],
+    splitter: SentenceSplitter,
+    previous: _PreviousParses,
+) -> tuple[dict[str, pa.Table], dict]:
+    """Parse (or reuse) one shard of revisions into the three snapshot tables."""
+    reuse = [r for r in shard if previous.reusable(r)]
+    fresh = [r for r in shard if not previous.reusable(r)]
+    rows_by_page: dict[int, list[dict]] = {}
+    n_par_by_page: dict[int, int] = {}
+    if fresh:
+        rows, n_pars = parse_revisions(fresh, splitter)
+        for rev, r, n in zip(fresh, rows, n_pars, strict=True):
+            rows_by_page[rev.page_id] = r
+            n_par_by_page[rev.page_id] = n
+    if reuse:
+        for row in previous.sentences([r.page_id for r in reuse]).to_pylist():
+            rows_by_page.setdefault(row["page_id"], []).append(row)
+        for rev in reuse:
+            page_rows = sorted(rows_by_page.get(rev.page_id, []), key=lambda r: r["sent_idx"])
+            rows_by_page[rev.page_id] = page_rows
+            n_par_by_page[rev.page_id] = len({r["para_idx"] for r in page_rows})
+    tables = {
+        "articles": pa.Table.from_pylist(
+            [
+                _article_row(
+                    r,
+                    job.snapshot,
+                    n_par_by_page[r.page_id],
+                    len(rows_by_page[r.page_id]),
+                    job.text_version,
+                )
+                for r in shard
+            ],
+            schema=ARTICLES_SCHEMA,
+        ),
+        "sentences": pa.Table.from_pylist(
+            [row for r in shard for row in rows_by_page[r.page_id]], schema=SENTENCES_SCHEMA
+        ),
+        "revisions": pa.Table.from_pylist(
+            [
+                {"page_id": r.page_id, "revision_id": r.revision_id, "wikitext": r.wikitext}
+                for r in shard
+            ],
+            schema=REVISIONS_SCHEMA,
+        ),
+    }
+    meta = {
+        "page_ids": [r.page_id for r in shard],
+        "titles": [normalize_title(r.title) for r in shard],
+        "parsed": len(fresh),
+        "reused": len(reuse),
+    }
+    return tables, meta
+
+
+def build_snapshot_part(
+    job: SnapshotJob,
+    source: SnapshotSource,
+    splitter: SentenceSplitter,
+    index: int,
+    *,
+    attach: bool = True,
+) -> dict:
+    """Fetch and parse planned shard ``index`` of ``job.parts()`` (skipped when it is done);
+    returns the shard's metadata, including what the source could not deliver."""
+    shards = job.shards(attach=attach)
+    if shards.is_done(index):
+        return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
+    revisions = list(source.iter_revisions(job.parts()[index], date.fromisoformat(job.snapshot)))
+    previous = _PreviousParses(
+        Path(job.workdir), date.fromisoformat(job.snapshot), job.text_version
+    )
+    tables, meta = _shard_tables(job, revisions, splitter, previous)
+    meta["not_delivered"] = source.not_delivered()
+    shards.write_part(tables, meta, index=index)
+    return meta
+
+
+def stream_snapshot(
+    job: SnapshotJob,
+    source: SnapshotSource,
+    splitter: SentenceSplitter,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Build a snapshot of every article the source holds, shard by shard as they stream in;
+    a resumed build skips the pages its finished shards hold."""
+    shards = job.shards(attach=True)
+    seen = {p for m in shards.completed() for p in m["page_ids"]}
+    previous = _PreviousParses(
+        Path(job.workdir), date.fromisoformat(job.snapshot), job.text_version
+    )
+
+    def fresh() -> Iterator[RawRevision]:
+        for rev in source.iter_revisions(job.selection, date.fromisoformat(job.snapshot)):
+            if rev.page_id not in seen:
+                seen.add(rev.page_id)
+                yield rev
+
+    for shard in _chunks(fresh(), job.shard_size):
+        tables, meta = _shard_tables(job, shard, splitter, previous)
+        shards.write_part(tables, meta | {"not_delivered": []})
+        if progress:
+            progress(len(shard))
+    last = {"not_delivered": source.not_delivered()}
+    write_json_atomic(job.out / "_work" / "stream.json", last)
+
+
+def finalize_snapshot(job: SnapshotJob, *, seconds: float = 0.0) -> SnapshotSummary:
+    """Merge the finished shards into the final tables (a page reached twice, e.g. through
+    two redirecting titles, is kept once) and mark the snapshot complete."""
+    shards = job.shards(attach=True)
+    parts = shards.completed()
+    if job.parts() and len(parts) < len(job.parts()):
+        raise WikidriftError(
+            f"snapshot {job.snapshot}: {len(job.parts()) - len(parts)} shard(s) not finished"
+        )
+    keep: dict[int, list[int]] = {}
+    seen: set[int] = set()
+    for meta in parts:
+        keep[meta["_index"]] = [p for p in meta["page_ids"] if p not in seen]
+        seen.update(meta["page_ids"])
+
+    def dedupe(name: str, meta: dict, table: pa.Table) -> pa.Table:
+        if len(keep[meta["_index"]]) == len(meta["page_ids"]):
+            return table
+        return table.filter(pc.is_in(table["page_id"], pa.array(keep[meta["_index"]], pa.int64())))
+
+    rows = shards.finalize(dedupe)
+    stream_file = job.out / "_work" / "stream.json"
+    not_delivered = [x for m in parts for x in m.get("not_delivered", [])]
+    if stream_file.exists():
+        not_delivered += json.loads(stream_file.read_text())["not_delivered"]
+    summary = SnapshotSummary(
+        snapshot=job.snapshot,
+        source=job.source_description,
+        selection_digest=selection_digest(job.selection),
+        text_version=job.text_version,
+        articles=rows["articles"],
+        sentences=rows["sentences"],
+        parsed_articles=sum(p["parsed"] for p in parts),
+        reused_articles=sum(p["reused"] for p in parts),
+        not_delivered=not_delivered,
+        seconds=round(seconds, 3),
+    )
+    write_json_atomic(job.out / "snapshot.json", asdict(summary))
+    shards.cleanup()
+    return summary
+
+
 def build_snapshot(
     source: SnapshotSource,
     selection: ArticleSelection,
@@ -268,126 +500,36 @@ def build_snapshot(
 
     Idempotent: a complete snapshot is not rebuilt unless ``force``. Resumable: finished shards
     of an interrupted build of the same request are kept and their articles not fetched again.
-    ``progress`` is called with the number of articles finished in each shard.
+    ``progress`` is called with the number of articles finished in each shard. (The Prefect
+    flow runs the same shards in parallel: see ``flows/``.)
     """
     started = time.monotonic()
-    workdir = Path(workdir)
-    out = snapshot_dir(workdir, snapshot_date)
-    text_version = f"{TEXT_PIPELINE_VERSION}/{splitter.model_name}"
-    summary = SnapshotSummary(
-        snapshot=snapshot_date.isoformat(),
-        source=source_description,
-        selection_digest=selection_digest(selection),
-        text_version=text_version,
+    job = snapshot_job(
+        workdir,
+        snapshot_date,
+        selection,
+        splitter=splitter,
+        source_description=source_description,
+        shard_size=shard_size,
     )
-    if is_complete(workdir, snapshot_date) and not force:
-        stored = read_summary(workdir, snapshot_date)
-        stored.already_built = True
+    stored = prepare_snapshot(job, force=force)
+    if stored is not None:
         return stored
-
-    if force:
-        # A forced rebuild that dies half-way must not leave the old snapshot looking complete.
-        (out / "snapshot.json").unlink(missing_ok=True)
-    shards = ShardedOutput(
-        out,
-        _TABLES,
-        schema_version=SCHEMA_VERSION,
-        request={
-            "source": source_description,
-            "selection": summary.selection_digest,
-            "text_version": text_version,
-        },
-    )
-    done_ids: set[int] = set()
-    done_titles: set[str] = set()
-    for done in shards.completed():
-        done_ids.update(done["page_ids"])
-        done_titles.update(done["titles"])
-    summary.resumed_articles = len(done_ids)
-    if progress and done_ids:
-        progress(len(done_ids))
-
-    remaining = selection
-    if not selection.is_all and done_ids:
-        remaining = ArticleSelection(
-            titles=tuple(t for t in selection.titles if normalize_title(t) not in done_titles),
-            page_ids=tuple(p for p in selection.page_ids if p not in done_ids),
-        )
-    previous = _PreviousParses(workdir, snapshot_date, text_version)
-    seen_ids = set(done_ids)
-
-    def fresh_revisions() -> Iterator[RawRevision]:
-        if remaining.titles or remaining.page_ids or remaining.is_all:
-            for rev in source.iter_revisions(remaining, snapshot_date):
-                if rev.page_id in seen_ids:
-                    continue  # resumed, or reached twice through a redirect
-                seen_ids.add(rev.page_id)
-                yield rev
-
-    for shard in _chunks(fresh_revisions(), shard_size):
-        reuse = [r for r in shard if previous.reusable(r)]
-        fresh = [r for r in shard if not previous.reusable(r)]
-        rows_by_page: dict[int, list[dict]] = {}
-        n_par_by_page: dict[int, int] = {}
-        if fresh:
-            rows, n_pars = parse_revisions(fresh, splitter)
-            for rev, r, n in zip(fresh, rows, n_pars, strict=True):
-                rows_by_page[rev.page_id] = r
-                n_par_by_page[rev.page_id] = n
-        if reuse:
-            old = previous.sentences([r.page_id for r in reuse]).to_pylist()
-            for row in old:
-                rows_by_page.setdefault(row["page_id"], []).append(row)
-            for rev in reuse:
-                page_rows = sorted(rows_by_page.get(rev.page_id, []), key=lambda r: r["sent_idx"])
-                rows_by_page[rev.page_id] = page_rows
-                n_par_by_page[rev.page_id] = len({r["para_idx"] for r in page_rows})
-        summary.parsed_articles += len(fresh)
-        summary.reused_articles += len(reuse)
-        tables = {
-            "articles": pa.Table.from_pylist(
-                [
-                    _article_row(
-                        r,
-                        summary.snapshot,
-                        n_par_by_page[r.page_id],
-                        len(rows_by_page[r.page_id]),
-                        text_version,
-                    )
-                    for r in shard
-                ],
-                schema=ARTICLES_SCHEMA,
-            ),
-            "sentences": pa.Table.from_pylist(
-                [row for r in shard for row in rows_by_page[r.page_id]], schema=SENTENCES_SCHEMA
-            ),
-            "revisions": pa.Table.from_pylist(
-                [
-                    {"page_id": r.page_id, "revision_id": r.revision_id, "wikitext": r.wikitext}
-                    for r in shard
-                ],
-                schema=REVISIONS_SCHEMA,
-            ),
-        }
-        shards.write_part(
-            tables,
-            {
-                "page_ids": [r.page_id for r in shard],
-                "titles": [normalize_title(r.title) for r in shard],
-                "parsed": len(fresh),
-                "reused": len(reuse),
-            },
-        )
-        if progress:
-            progress(len(shard))
-
-    summary.not_delivered = source.not_delivered()
-    rows = shards.finalize()
-    summary.articles, summary.sentences = rows["articles"], rows["sentences"]
-    parts = shards.completed()
-    summary.parsed_articles = sum(p["parsed"] for p in parts)
-    summary.reused_articles = sum(p["reused"] for p in parts)
-    summary.seconds = round(time.monotonic() - started, 3)
-    write_json_atomic(out / "snapshot.json", asdict(summary) | {"already_built": False})
-    shards.cleanup()
+    resumed = 0
+    if job.parts():
+        shards = job.shards(attach=True)
+        for index, part in enumerate(job.parts()):
+            size = len(part.titles) + len(part.page_ids)
+            if shards.is_done(index):
+                resumed += size
+            else:
+                build_snapshot_part(job, source, splitter, index)
+            if progress:
+                progress(size)
+    else:
+        resumed = sum(len(m["page_ids"]) for m in job.shards(attach=True).completed())
+        stream_snapshot(job, source, splitter, progress)
+    summary = finalize_snapshot(job, seconds=time.monotonic() - started)
+    summary.resumed_articles = resumed
+    write_json_atomic(job.out / "snapshot.json", asdict(summary))
     return summary

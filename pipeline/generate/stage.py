@@ -38,6 +38,7 @@ from pipeline.errors import WikidriftError
 from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
 from pipeline.generate.items import (
     SCHEMA_VERSION,
+    TABLE_SCHEMAS,
     Dialogue,
     QAItem,
     Quadruple,
@@ -69,8 +70,9 @@ from pipeline.generate.selection import (
 from pipeline.labeling import labels_dir, read_labels
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
+from pipeline.shards import ShardedOutput
 from pipeline.snapshot import is_complete, read_table, snapshot_dir
-from pipeline.storage import read_parquet, write_json_atomic, write_parquet_atomic
+from pipeline.storage import read_parquet, write_json_atomic
 from pipeline.validate import (
     GroundingNLI,
     ItemValidator,
@@ -446,8 +448,12 @@ def _tasks_for(
         initial, updated, without_labels = articles, [], 0
     else:
         initial, updated, without_labels = attach_labels(workdir, previous, snapshot, articles)
-    return articles, initial, updated, without_labels, _plan(
-        initial, updated, previous, embedder, cfg
+    return (
+        articles,
+        initial,
+        updated,
+        without_labels,
+        _plan(initial, updated, previous, embedder, cfg),
     )
 
 
@@ -466,6 +472,214 @@ def plan_requests(
     return [t.request for t in (*tasks.qa, *tasks.dialogue, *tasks.quadruples)]
 
 
+@dataclass(frozen=True)
+class GenerationJob:
+    """One generation run, as plain data (a Prefect or Dask worker can receive it). Articles
+    are generated in shards; every shard sends its requests of each kind in one call."""
+
+    workdir: str
+    snapshot: str
+    previous: str | None
+    inputs_digest: str
+    page_order: tuple[int, ...]
+    shard_pages: int = 200
+
+    @property
+    def out(self) -> Path:
+        return generated_dir(self.workdir, self.snapshot)
+
+    def parts(self) -> list[list[int]]:
+        """Page ids of each planned shard, in snapshot order."""
+        order = list(self.page_order)
+        return [order[i : i + self.shard_pages] for i in range(0, len(order), self.shard_pages)]
+
+    def shards(self, *, attach: bool = False) -> ShardedOutput:
+        return ShardedOutput(
+            self.out,
+            {name: TABLE_SCHEMAS[name] for name in OUTPUT_TABLES},
+            schema_version=SCHEMA_VERSION,
+            request={"inputs_digest": self.inputs_digest, "shard_pages": self.shard_pages},
+            attach=attach,
+            table_prefix="generated_",
+        )
+
+
+def plan_generation(
+    workdir: str | Path,
+    snapshot: str,
+    *,
+    previous: str | None,
+    backend: LLMBackend,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+    page_ids: list[int] | None = None,
+    grounding_nli: GroundingNLI | None = None,
+    shard_pages: int = 200,
+) -> GenerationJob:
+    """Describe the generation of ``snapshot`` (``previous=None``: initial generation)."""
+    workdir = Path(workdir)
+    snapshot, previous = str(snapshot), (str(previous) if previous is not None else None)
+    if previous is not None and previous >= snapshot:
+        raise WikidriftError(f"previous snapshot {previous} is not older than {snapshot}")
+    digest = _inputs_digest(
+        workdir, snapshot, previous, backend, embedder, cfg, page_ids, grounding_nli
+    )
+    order = read_table(workdir, snapshot, "articles", columns=["page_id"])["page_id"].to_pylist()
+    if page_ids is not None:
+        wanted = set(page_ids)
+        order = [p for p in order if p in wanted]
+    return GenerationJob(str(workdir), snapshot, previous, digest, tuple(order), shard_pages)
+
+
+def prepare_generation(job: GenerationJob, *, force: bool = False) -> GenerationSummary | None:
+    """The stored summary when this generation ran with the same inputs (and not ``force``);
+    otherwise set up the work area (keeping finished shards) and return None."""
+    done = (job.out / "run.json").exists() and all(
+        (job.out / f"{name}.parquet").exists() for name in OUTPUT_TABLES
+    )
+    if done and not force:
+        try:
+            stored = read_generation_summary(job.workdir, job.snapshot)
+        except (TypeError, ValueError):  # run.json of another code version: regenerate
+            stored = None
+        if stored is not None and stored.inputs_digest == job.inputs_digest:
+            stored.skipped = True
+            return stored
+    # The marker goes first: a run that dies below leaves no "done" state behind.
+    (job.out / "run.json").unlink(missing_ok=True)
+    job.shards()
+    return None
+
+
+def generate_part(
+    job: GenerationJob,
+    index: int,
+    *,
+    backend: LLMBackend,
+    embedder: Embedder,
+    cfg: GenerationConfig,
+    grounding_nli: GroundingNLI | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Generate and validate planned shard ``index`` (skipped when done); returns its counts.
+    Every answer is cached by the backend as it arrives, so a shard cut short by a crash
+    costs nothing to redo."""
+    shards = job.shards(attach=True)
+    if shards.is_done(index):
+        return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
+    workdir = Path(job.workdir)
+    articles, initial, updated, without_labels, tasks = _tasks_for(
+        workdir, job.snapshot, job.previous, embedder, cfg, job.parts()[index]
+    )
+    usage: Counter = Counter()
+    generator = f"{backend.backend_id}:{backend.model}"
+    validator = ItemValidator.from_config(cfg, grounding_nli)
+    say = progress or (lambda _: None)
+    say(f"shard {index}: qa {len(tasks.qa)} requests")
+    qa_kept, qa_rejects = _qa_items(
+        tasks.qa, _complete(backend, [t.request for t in tasks.qa], usage), generator, validator
+    )
+    say(f"shard {index}: dialogue {len(tasks.dialogue)} requests")
+    dialogues, dialogue_rejects = _dialogues(
+        tasks.dialogue,
+        _complete(backend, [t.request for t in tasks.dialogue], usage),
+        generator,
+        validator,
+    )
+    say(f"shard {index}: quadruples {len(tasks.quadruples)} requests")
+    quads, quad_rejects = _quadruples(
+        tasks.quadruples,
+        _complete(backend, [t.request for t in tasks.quadruples], usage),
+        generator,
+        validator,
+    )
+    tables = {
+        "qa": rows_table([q.row() for q in qa_kept], "qa"),
+        "dialogue": rows_table([r for d in dialogues for r in d.rows()], "dialogue"),
+        "quadruples": rows_table([q.row() for q in quads], "quadruples"),
+        "rejects": rows_table(
+            [r.row() for r in qa_rejects + dialogue_rejects + quad_rejects], "rejects"
+        ),
+    }
+    meta = {
+        "page_ids": job.parts()[index],
+        "articles": {
+            "total": len(articles),
+            "initial": len(initial),
+            "updated": len(updated),
+            "without_labels": without_labels,
+        },
+        "requests": dict(Counter(t.purpose for t in tasks.qa))
+        | {"dialogue": len(tasks.dialogue), "quadruples": len(tasks.quadruples)},
+        "usage": dict(usage),
+        "dialogues": len(dialogues),
+    }
+    shards.write_part(tables, meta, index=index)
+    return meta
+
+
+def _type_counts(table: pa.Table) -> dict[str, int]:
+    return dict(Counter(table["type"].to_pylist())) | {"total": table.num_rows}
+
+
+def finalize_generation(
+    job: GenerationJob, *, backend_label: str, embedder_id: str, seconds: float = 0.0
+) -> GenerationSummary:
+    """Merge the finished shards into the output tables and write ``run.json`` (last)."""
+    shards = job.shards(attach=True)
+    parts = shards.completed()
+    if len(parts) < len(job.parts()):
+        raise WikidriftError(
+            f"generation {job.snapshot}: {len(job.parts()) - len(parts)} shard(s) not finished"
+        )
+    shards.finalize()
+    tables = {name: read_generated(job.workdir, job.snapshot, name) for name in OUTPUT_TABLES}
+    usage: Counter = Counter()
+    articles: Counter = Counter()
+    requests: Counter = Counter()
+    for p in parts:
+        usage.update(p["usage"])
+        articles.update(p["articles"])
+        requests.update(p["requests"])
+    rejects = tables["rejects"].to_pylist()
+    by_kind: dict[str, Counter] = {}
+    for r in rejects:
+        by_kind.setdefault(r["kind"], Counter())[r["reason"]] += 1
+    quads = tables["quadruples"]
+    summary = GenerationSummary(
+        snapshot=job.snapshot,
+        previous=job.previous,
+        inputs_digest=job.inputs_digest,
+        articles={k: articles.get(k, 0) for k in ("total", "initial", "updated", "without_labels")},
+        requests=dict(requests),
+        counts={
+            "qa": _type_counts(tables["qa"]),
+            "dialogue": _type_counts(tables["dialogue"])
+            | {"dialogues": sum(p["dialogues"] for p in parts)},
+            "quadruples": _type_counts(quads)
+            | {"dated": sum(t is not None for t in quads["timestamp"].to_pylist())},
+        },
+        rejects=dict(sorted(Counter(r["reason"] for r in rejects).items())),
+        rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
+        llm={
+            "generator": backend_label,
+            "batches": usage["batches"],
+            "requests": usage["requests"],
+            "prompt_tokens": usage["prompt_tokens"],
+            "completion_tokens": usage["completion_tokens"],
+            "cost_usd": usage["cost_usd_micro"] / 1_000_000,
+            "cached": usage["cached"],
+            "errors": usage["errors"],
+        },
+        prompt_hashes=prompt_hashes(),
+        embedder=embedder_id,
+        seconds=round(seconds, 3),
+    )
+    write_json_atomic(job.out / "run.json", asdict(summary))
+    shards.cleanup()
+    return summary
+
+
 def generate_items(
     workdir: str | Path,
     snapshot: str,
@@ -478,116 +692,43 @@ def generate_items(
     force: bool = False,
     grounding_nli: GroundingNLI | None = None,
     progress: Callable[[str], None] | None = None,
+    shard_pages: int = 200,
 ) -> GenerationSummary:
     """Generate, validate and store the QA, dialogue and quadruple items of ``snapshot``.
     ``previous=None`` = first snapshot (initial generation for every article); a finished run
-    with the same inputs is returned as stored (``skipped``) unless ``force``."""
+    with the same inputs is returned as stored (``skipped``) unless ``force``; an interrupted
+    run resumes at its first unfinished shard (the Prefect flow runs shards in parallel)."""
     started = time.monotonic()
-    workdir = Path(workdir)
-    snapshot, previous = str(snapshot), (str(previous) if previous is not None else None)
-    if previous is not None and previous >= snapshot:
-        raise WikidriftError(f"previous snapshot {previous} is not older than {snapshot}")
-    out = generated_dir(workdir, snapshot)
-    digest = _inputs_digest(
-        workdir, snapshot, previous, backend, embedder, cfg, page_ids, grounding_nli
-    )
-    done = (out / "run.json").exists() and all(
-        (out / f"{name}.parquet").exists() for name in OUTPUT_TABLES
-    )
-    if done and not force:
-        try:
-            stored = read_generation_summary(workdir, snapshot)
-        except (TypeError, ValueError):  # run.json of another code version: regenerate
-            stored = None
-        if stored is not None and stored.inputs_digest == digest:
-            stored.skipped = True
-            return stored
-    # The marker goes first: a run that dies below leaves no "done" state behind.
-    (out / "run.json").unlink(missing_ok=True)
-
-    articles, initial, updated, without_labels, tasks = _tasks_for(
-        workdir, snapshot, previous, embedder, cfg, page_ids
-    )
-
-    usage: Counter = Counter()
-    generator = f"{backend.backend_id}:{backend.model}"
-    validator = ItemValidator.from_config(cfg, grounding_nli)
-    say = progress or (lambda _: None)
-    say(f"qa: {len(tasks.qa)} requests")
-    qa_kept, qa_rejects = _qa_items(
-        tasks.qa, _complete(backend, [t.request for t in tasks.qa], usage), generator, validator
-    )
-    say(f"dialogue: {len(tasks.dialogue)} requests")
-    dialogues, dialogue_rejects = _dialogues(
-        tasks.dialogue,
-        _complete(backend, [t.request for t in tasks.dialogue], usage),
-        generator,
-        validator,
-    )
-    say(f"quadruples: {len(tasks.quadruples)} requests")
-    quads, quad_rejects = _quadruples(
-        tasks.quadruples,
-        _complete(backend, [t.request for t in tasks.quadruples], usage),
-        generator,
-        validator,
-    )
-    rejects = qa_rejects + dialogue_rejects + quad_rejects
-
-    tables = {
-        "qa": rows_table([q.row() for q in qa_kept], "qa"),
-        "dialogue": rows_table([r for d in dialogues for r in d.rows()], "dialogue"),
-        "quadruples": rows_table([q.row() for q in quads], "quadruples"),
-        "rejects": rows_table([r.row() for r in rejects], "rejects"),
-    }
-    for name, table in tables.items():
-        write_parquet_atomic(
-            table,
-            out / f"{name}.parquet",
-            table_name=f"generated_{name}",
-            schema_version=SCHEMA_VERSION,
-        )
-
-    turns = [t for d in dialogues for t in d.turns]
-    by_kind: dict[str, Counter] = {}
-    for r in rejects:
-        by_kind.setdefault(r.kind, Counter())[r.reason] += 1
-    summary = GenerationSummary(
-        snapshot=snapshot,
+    job = plan_generation(
+        workdir,
+        snapshot,
         previous=previous,
-        inputs_digest=digest,
-        articles={
-            "total": len(articles),
-            "initial": len(initial),
-            "updated": len(updated),
-            "without_labels": without_labels,
-        },
-        requests=dict(Counter(t.purpose for t in tasks.qa))
-        | {"dialogue": len(tasks.dialogue), "quadruples": len(tasks.quadruples)},
-        counts={
-            "qa": dict(Counter(q.type for q in qa_kept)) | {"total": len(qa_kept)},
-            "dialogue": dict(Counter(t.type for t in turns))
-            | {"total": len(turns), "dialogues": len(dialogues)},
-            "quadruples": dict(Counter(q.type for q in quads))
-            | {"total": len(quads), "dated": sum(q.timestamp is not None for q in quads)},
-        },
-        rejects=dict(sorted(Counter(r.reason for r in rejects).items())),
-        rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
-        llm={
-            "generator": generator,
-            "batches": usage["batches"],
-            "requests": usage["requests"],
-            "prompt_tokens": usage["prompt_tokens"],
-            "completion_tokens": usage["completion_tokens"],
-            "cost_usd": usage["cost_usd_micro"] / 1_000_000,
-            "cached": usage["cached"],
-            "errors": usage["errors"],
-        },
-        prompt_hashes=prompt_hashes(),
-        embedder=getattr(embedder, "model_id", type(embedder).__name__),
-        seconds=round(time.monotonic() - started, 3),
+        backend=backend,
+        embedder=embedder,
+        cfg=cfg,
+        page_ids=page_ids,
+        grounding_nli=grounding_nli,
+        shard_pages=shard_pages,
     )
-    write_json_atomic(out / "run.json", asdict(summary))
-    return summary
+    stored = prepare_generation(job, force=force)
+    if stored is not None:
+        return stored
+    for index in range(len(job.parts())):
+        generate_part(
+            job,
+            index,
+            backend=backend,
+            embedder=embedder,
+            cfg=cfg,
+            grounding_nli=grounding_nli,
+            progress=progress,
+        )
+    return finalize_generation(
+        job,
+        backend_label=f"{backend.backend_id}:{backend.model}",
+        embedder_id=getattr(embedder, "model_id", type(embedder).__name__),
+        seconds=time.monotonic() - started,
+    )
 
 
 def read_generated(workdir: str | Path, snapshot: str, name: str) -> pa.Table:

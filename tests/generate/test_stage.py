@@ -23,7 +23,7 @@ from pipeline.generate.stage import (
 )
 from pipeline.labeling import read_labels
 from pipeline.models.embedder import Embedder
-from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.snapshot import read_table
 from pipeline.validate import REASONS, is_grounded, is_iso_timestamp, leaning_phrase
@@ -46,9 +46,11 @@ class SpyBackend:
         self.model = inner.model
         self.batches: list[list[str]] = []
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
         self.batches.append([r.purpose for r in requests])
-        return self.inner.complete_many(requests)
+        return self.inner.complete_many(requests, on_response=on_response)
 
 
 @dataclass

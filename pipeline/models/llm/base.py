@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,6 +70,13 @@ class LLMBackend(Protocol):
     backend_id: str
     model: str
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
-        """Answer every request, in order; failures come back with ``error`` set."""
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
+        """Answer every request, in order; failures come back with ``error`` set.
+        ``on_response(index, response)`` is called as each answer arrives, so a caller can
+        persist answers before the whole call returns (a crash then loses none of them)."""
         ...
+
+
+OnResponse = Callable[[int, "LLMResponse"], None]

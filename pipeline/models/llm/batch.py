@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, WikidriftError
-from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.cache import LLMCallCache
 from pipeline.models.llm.costs import CostLedger
 from pipeline.models.llm.openai_backend import OpenAIBackend, chat_body, response_from_completion
@@ -181,9 +181,16 @@ class OpenAIBatchRunner:
                 out.append(LLMResponse(text="", model=self.model, error=reason))
         return out
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
-        """LLMBackend-style alias of :meth:`run` (answers come from the cache or a batch)."""
-        return self.run(requests)
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
+        """LLMBackend-style alias of :meth:`run`. Answers are stored in the cache as each
+        batch's output file is ingested, so ``on_response`` is only a notification."""
+        answers = self.run(requests)
+        if on_response is not None:
+            for index, answer in enumerate(answers):
+                on_response(index, answer)
+        return answers
 
     # -- submitting --------------------------------------------------------------------------
 

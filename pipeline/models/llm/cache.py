@@ -19,8 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
-from pipeline.models.llm.costs import BudgetExceededError
+from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, OnResponse
 
 _BUSY_TIMEOUT_MS = 60_000
 # Below SQLite's smallest host-parameter limit (999) for `IN (...)` lookups.
@@ -200,8 +199,11 @@ class CachedLLM:
                 unique.setdefault(key, request)
         return list(unique.values())
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
-        """Answer from the cache where possible; send the rest; store successful answers."""
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
+        """Answer from the cache where possible; send the rest; store every successful answer
+        the moment it arrives, so an interrupted call loses nothing already paid for."""
         keys = [self.key(r) for r in requests]
         found = self.cache.get_many(keys)
         to_send: dict[str, LLMRequest] = {}
@@ -210,37 +212,24 @@ class CachedLLM:
                 to_send.setdefault(key, request)
         self.hits += sum(1 for key in keys if key in found)
         fresh: dict[str, LLMResponse] = {}
-        if to_send:
-            send_keys = list(to_send)
-            try:
-                answers: list[LLMResponse | None] = list(
-                    self.backend.complete_many([to_send[k] for k in send_keys])
-                )
-            except BudgetExceededError as exc:
-                # Keep what was paid for before the budget stopped the call, then stop.
-                answers = list(exc.responses) + [None] * (len(send_keys) - len(exc.responses))
-                self._store(send_keys, to_send, answers)
-                raise
-            self._store(send_keys, to_send, answers)
-            for key, answer in zip(send_keys, answers, strict=True):
-                if answer is not None:
-                    fresh[key] = answer
-        out: list[LLMResponse] = []
-        for key in keys:
-            if key in found:
-                out.append(found[key])
-            else:
-                out.append(fresh[key])
-        return out
+        send_keys = list(to_send)
 
-    def _store(
-        self,
-        send_keys: list[str],
-        to_send: dict[str, LLMRequest],
-        answers: Sequence[LLMResponse | None],
-    ) -> None:
-        sent = [(k, a) for k, a in zip(send_keys, answers, strict=True) if a is not None]
-        self.calls_made += len(sent)
-        self.cache.put_many(
-            [(k, a, to_send[k].purpose) for k, a in sent], backend_id=self.backend.backend_id
-        )
+        def arrived(index: int, answer: LLMResponse) -> None:
+            key = send_keys[index]
+            fresh[key] = answer
+            self.calls_made += 1
+            if answer.error is None:
+                self.cache.put_many(
+                    [(key, answer, to_send[key].purpose)], backend_id=self.backend.backend_id
+                )
+
+        if send_keys:
+            # BudgetExceededError propagates: what arrived before it is already stored.
+            self.backend.complete_many([to_send[k] for k in send_keys], on_response=arrived)
+        out: list[LLMResponse] = []
+        for index, key in enumerate(keys):
+            answer = found[key] if key in found else fresh[key]
+            out.append(answer)
+            if on_response is not None:
+                on_response(index, answer)
+        return out

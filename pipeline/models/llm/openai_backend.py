@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pipeline.errors import ConfigError
-from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.costs import BudgetExceededError, CostLedger
 from pipeline.models.llm.parsing import extract_json, with_json_instruction
 
@@ -337,19 +337,24 @@ class OpenAIBackend:
 
     # -- sending ---------------------------------------------------------------------------
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
         """Answer every request in order (see the module docstring for the policy). Works from
         sync code and from inside a running event loop (it then runs in a worker thread)."""
         if not requests:
             return []
+        work = self.acomplete_many(requests, on_response=on_response)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.acomplete_many(requests))
+            return asyncio.run(work)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="openai-backend") as pool:
-            return pool.submit(asyncio.run, self.acomplete_many(requests)).result()
+            return pool.submit(asyncio.run, work).result()
 
-    async def acomplete_many(self, requests: Sequence[LLMRequest]) -> list[LLMResponse]:
+    async def acomplete_many(
+        self, requests: Sequence[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
         """The async form of :meth:`complete_many`."""
         if not requests:
             return []
@@ -367,9 +372,14 @@ class OpenAIBackend:
         )
         stopped: list[BudgetExceededError] = []
         try:
-            results = await asyncio.gather(
-                *(self._complete_one(client, semaphore, limiter, stopped, r) for r in requests)
-            )
+
+            async def one(index: int, request: LLMRequest) -> LLMResponse | None:
+                result = await self._complete_one(client, semaphore, limiter, stopped, request)
+                if result is not None and on_response is not None:
+                    on_response(index, result)
+                return result
+
+            results = await asyncio.gather(*(one(i, r) for i, r in enumerate(requests)))
         finally:
             await client.close()
         if stopped:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from pipeline.errors import WikidriftError
-from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.parsing import extract_json
 
 Responder = Callable[[LLMRequest], "str | LLMResponse"]
@@ -41,9 +41,16 @@ class ScriptedBackend:
         self.calls = 0
         self.requests: list[LLMRequest] = []
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
         """Answer each request with the responder, in order."""
-        return [self._one(request) for request in requests]
+        out = []
+        for index, request in enumerate(requests):
+            out.append(self._one(request))
+            if on_response is not None:
+                on_response(index, out[-1])
+        return out
 
     def _one(self, request: LLMRequest) -> LLMResponse:
         self.calls += 1

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, WikidriftError
 from pipeline.models.device import model_load_error, resolve_device
-from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.parsing import extract_json, with_json_instruction
 
 if TYPE_CHECKING:
@@ -280,7 +280,9 @@ class TransformersBackend:
         wanted = max(1, int(request.max_tokens))
         return min(wanted, self.max_new_tokens) if self.max_new_tokens else wanted
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
         """Generate greedily for every request, ``batch_size`` prompts at a time."""
         if not requests:
             return []
@@ -301,6 +303,8 @@ class TransformersBackend:
                 )
                 for index, answer in zip(chunk, answers, strict=True):
                     results[index] = answer
+                    if on_response is not None:
+                        on_response(index, answer)
         return [r for r in results if r is not None]
 
     def _eos_ids(self) -> set[int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.cache import CachedLLM, LLMCallCache
 from pipeline.models.llm.costs import BudgetExceededError
 from pipeline.models.llm.scripted import ScriptedBackend
@@ -119,10 +119,14 @@ class _BudgetedBackend:
     backend_id = "fake"
     model = "fake-1"
 
-    def complete_many(self, requests: list[LLMRequest]) -> list[LLMResponse]:
-        answered: list[LLMResponse | None] = [
-            LLMResponse(text=_answer(r), model=self.model, parsed={"ok": 1}) for r in requests[:2]
-        ]
+    def complete_many(
+        self, requests: list[LLMRequest], *, on_response: OnResponse | None = None
+    ) -> list[LLMResponse]:
+        answered: list[LLMResponse | None] = []
+        for index, r in enumerate(requests[:2]):
+            answered.append(LLMResponse(text=_answer(r), model=self.model, parsed={"ok": 1}))
+            if on_response is not None:
+                on_response(index, answered[-1])
         raise BudgetExceededError("budget", responses=answered + [None] * (len(requests) - 2))
 
 
