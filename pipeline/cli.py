@@ -251,6 +251,51 @@ def cmd_export_growover(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- annotate
+def cmd_annotate(args: argparse.Namespace) -> int:
+    """``wikidrift annotate sample|serve|report``: human validation of sentence labels."""
+    cfg = _load(args)
+    workdir = Path(cfg.workdir)
+    release = args.release.isoformat()
+    root = args.annotations_dir
+    if args.annotate_action == "sample":
+        from pipeline.annotate.sample import sample_tasks
+
+        summary = sample_tasks(
+            workdir,
+            release,
+            per_label=args.per_label,
+            seed=args.seed,
+            include_qa=args.include_qa,
+            annotations_root=root,
+            force=args.force,
+        )
+        print("\n".join(summary.lines()))
+        return 0
+    if args.annotate_action == "serve":
+        from pipeline.annotate.server import AnnotationServer
+
+        server = AnnotationServer(
+            workdir, release, annotations_root=root, host=args.host, port=args.port
+        )
+        n = len(server.store.tasks)
+        # flush: a parent process (or a test) reads the URL from a pipe.
+        print(f"annotating release {release}: {n} tasks at {server.url} (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print("stopped; every judgment is already saved", file=sys.stderr)
+        finally:
+            server.stop()
+        return 0
+    from pipeline.annotate.report import write_report
+
+    text, path = write_report(workdir, release, annotations_root=root, min_raters=args.min_raters)
+    print(text)
+    print(f"saved {path}", file=sys.stderr)
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every ``wikidrift`` subcommand."""
@@ -337,6 +382,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     _add_common(p)
     p.set_defaults(func=cmd_export_growover)
+
+    p = sub.add_parser(
+        "annotate",
+        help="human validation of sentence labels: sample tasks, serve the page, report",
+    )
+    actions = p.add_subparsers(dest="annotate_action", required=True, metavar="ACTION")
+    a = actions.add_parser("sample", help="draw the tasks: new and changed sentences (+ QA)")
+    a.add_argument("--per-label", type=int, default=30, help="sentences per label (default 30)")
+    a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    a.add_argument("--include-qa", type=int, default=0, metavar="N", help="also N QA items")
+    a.add_argument("--force", action="store_true", help="replace tasks that already have judgments")
+    b = actions.add_parser("serve", help="the local annotation web page")
+    b.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    b.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free)")
+    c = actions.add_parser("report", help="majority vote, accuracy (GrowOVER Table 12), kappa")
+    c.add_argument(
+        "--min-raters", type=int, default=1, help="score tasks with at least this many raters"
+    )
+    for action in (a, b, c):
+        action.add_argument("--release", type=_iso_date, required=True, help="release date")
+        action.add_argument(
+            "--annotations-dir",
+            type=Path,
+            help="root of the annotation folders (default: <workdir>/annotations)",
+        )
+        _add_common(action)
+        action.set_defaults(func=cmd_annotate)
     return parser
 
 

@@ -152,6 +152,20 @@ class GenerationConfig(_Section):
     quadruples_per_sentence: int = Field(3, ge=1)
 
 
+class FlowConfig(_Section):
+    """How the Prefect flows run (see flows/). Shards come from snapshot.shard_size."""
+
+    task_runner: Literal["threads", "dask"] = "threads"
+    # Parallel shards in one process; 1 keeps SQLite writers and memory low (Prefect's
+    # ephemeral server logs "database is locked" under many concurrent writers).
+    workers: int = Field(1, ge=1, le=64)
+    dask_address: str = ""  # "" = a temporary LocalCluster when task_runner = "dask"
+    dask_workers: int = Field(2, ge=1, le=256)
+    network_retries: int = Field(3, ge=0, le=20)
+    cron: str = "0 6 21 * *"  # monthly, after the 20th's dump
+    export_hf_dir: str = ""  # "" = no Hugging Face export after each release
+
+
 class Config(_Section):
     """The whole configuration. ``workdir`` is where every output goes."""
 
@@ -165,6 +179,7 @@ class Config(_Section):
     align: AlignConfig = AlignConfig()
     llm: LLMConfig = LLMConfig()
     generation: GenerationConfig = GenerationConfig()
+    flow: FlowConfig = FlowConfig()
 
     @property
     def openai_api_key(self) -> str | None:
@@ -183,11 +198,13 @@ class Config(_Section):
     def stable_hash(self) -> str:
         """A hash of the settings that decide what a release contains (for cache keys and
         release manifests). Where outputs go and how politely they are fetched do not count:
-        the workdir, the list of dates, and transport knobs (retries, timeouts, concurrency)."""
+        the workdir, the dates, input locations and transport knobs (retries, timeouts,
+        concurrency)."""
         data = self.model_dump(mode="json")
         data.pop("workdir")
-        data["snapshot"].pop("dates")
-        data["snapshot"].pop("shard_size")
+        # Where the inputs live is not a setting: the snapshots' own digests carry their content.
+        for key in ("dates", "shard_size", "input", "articles"):
+            data["snapshot"].pop(key)
         for section, keys in _TRANSPORT_KEYS.items():
             for key in keys:
                 data[section].pop(key)
@@ -200,6 +217,7 @@ _TRANSPORT_KEYS = {
     "dump": ("cache_dir", "max_retries", "timeout_s"),
     "llm": ("max_concurrency", "requests_per_minute", "max_retries", "timeout_s", "max_cost_usd"),
     "models": ("device", "embed_batch_size", "nli_batch_size"),
+    "flow": ("task_runner", "workers", "dask_address", "dask_workers", "network_retries", "cron"),
 }
 
 

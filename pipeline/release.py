@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.config import Config
 from pipeline.errors import WikidriftError
 from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
 from pipeline.ledger import ledger_dir, read_evidence, read_items, read_ledger_summary
@@ -388,6 +389,13 @@ def _models(workdir: Path, snapshot: str, previous: str | None) -> dict[str, Any
     return models
 
 
+def manifest_config(cfg: Config) -> dict[str, Any]:
+    """The config recorded in a manifest: every setting but where this machine keeps files."""
+    data = cfg.model_dump(mode="json")
+    data.pop("workdir")
+    return data
+
+
 def build_release(
     workdir: str | Path,
     snapshot: str,
@@ -395,10 +403,13 @@ def build_release(
     config: dict[str, Any],
     config_hash: str,
     new_revision: bool = False,
+    revise_on_change: bool = False,
 ) -> ReleaseManifest:
     """Write the release of ``snapshot`` from the ledger. Returns the stored manifest when a
-    release built from the same inputs exists; refuses to replace one built from other inputs
-    unless ``new_revision`` (the old revision is kept as ``<snapshot>.r<N>``)."""
+    release built from the same inputs exists (unless ``new_revision`` forces one). A release
+    built from other inputs is never replaced: with ``revise_on_change`` (the flows) or
+    ``new_revision`` (``--force``) a new revision is written and the old one is kept as
+    ``<snapshot>.r<N>``; otherwise it is an error."""
     workdir = Path(workdir)
     if not (ledger_dir(workdir, snapshot) / "state.json").exists():
         raise WikidriftError(
@@ -413,7 +424,7 @@ def build_release(
         if existing.inputs_digest == digest and not new_revision:
             existing.already_built = True
             return existing
-        if not new_revision:
+        if not (new_revision or revise_on_change):
             raise WikidriftError(
                 f"release {existing.release_id} exists and was built from other inputs; "
                 "releases are never overwritten: pass --force to write a new revision"

@@ -321,12 +321,18 @@ def snapshot_job(
 
 
 def prepare_snapshot(job: SnapshotJob, *, force: bool = False) -> SnapshotSummary | None:
-    """The stored summary when the snapshot is complete (and not ``force``); otherwise set up
-    the work area (keeping finished shards of the same request) and return None."""
+    """The stored summary when the snapshot is complete for the same articles and kind of
+    source (and not ``force``); otherwise set up the work area (keeping finished shards of the
+    same request) and return None."""
     if is_complete(job.workdir, job.snapshot) and not force:
         stored = read_summary(job.workdir, job.snapshot)
-        stored.already_built = True
-        return stored
+        same_kind = stored.source.split(":")[0] == job.source_description.split(":")[0]
+        if stored.selection_digest == selection_digest(job.selection) and same_kind:
+            stored.already_built = True
+            return stored
+        log.info(
+            "snapshot %s was built for other articles or another source: rebuilding", job.snapshot
+        )
     # A forced rebuild that dies half-way must not leave the old snapshot looking complete.
     (job.out / "snapshot.json").unlink(missing_ok=True)
     job.shards()

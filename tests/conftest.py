@@ -111,7 +111,7 @@ def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None
     from pipeline.generate.stage import generate_items
     from pipeline.labeling import label_snapshots, make_labeler
     from pipeline.ledger import update_ledger
-    from pipeline.release import build_release
+    from pipeline.release import build_release, manifest_config
 
     cfg = load_config(profile="offline")
     previous = None
@@ -127,9 +127,7 @@ def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None
             cfg=cfg.generation,
         )
         update_ledger(workdir, snap, previous)
-        build_release(
-            workdir, snap, config=cfg.model_dump(mode="json"), config_hash=cfg.stable_hash()
-        )
+        build_release(workdir, snap, config=manifest_config(cfg), config_hash=cfg.stable_hash())
         previous = snap
 
 

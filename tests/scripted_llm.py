@@ -332,3 +332,13 @@ def expected_reason(purpose: str, fault: str) -> str:
     if purpose == "quadruples" and fault == "ungrounded":
         return "quadruple_not_grounded"
     return FAULT_REASONS[fault]
+
+
+def openai_responder(body: dict) -> str:
+    """The scripted answers behind a local OpenAI-compatible server: the prompt's purpose is
+    the name of the JSON schema wikidrift sends as ``response_format``."""
+    schema = (body.get("response_format") or {}).get("json_schema") or {}
+    request = LLMRequest(
+        messages=tuple(body["messages"]), prompt_hash="", purpose=schema.get("name", "")
+    )
+    return good_answer(request)

@@ -16,6 +16,7 @@ from pipeline.release import (
     SCHEMAS,
     build_release,
     list_releases,
+    manifest_config,
     read_manifest,
     read_release_table,
     release_diff,
@@ -39,6 +40,7 @@ def test_layout_and_manifest(released_workdir: Path) -> None:
     assert m.release_id == f"wikidrift-{B}" and m.revision == 1 and m.previous_release == A
     assert m.schema_version == 1 and m.labeling_rule == "fact_guarded"
     assert m.config["profile"] == "offline" and len(m.config_hash) == 16
+    assert "workdir" not in m.config
     assert m.models["labeling"]["embedder"] == "packaged:all-MiniLM-L6-v2"
     assert m.models["generator"].startswith("scripted")
     assert m.prompt_hashes
@@ -75,7 +77,7 @@ def test_release_rows_carry_their_type_at_the_snapshot(released_workdir: Path) -
 def test_existing_release_is_never_overwritten(released_workdir: Path, tmp_path: Path) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     cfg = load_config(profile="offline")
-    kw = {"config": cfg.model_dump(mode="json"), "config_hash": cfg.stable_hash()}
+    kw = {"config": manifest_config(cfg), "config_hash": cfg.stable_hash()}
     same = build_release(workdir, B, **kw)
     assert same.already_built
     other = {"config": kw["config"], "config_hash": "different"}

@@ -36,7 +36,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from pipeline.annotate import (
     JUDGMENT_LABELS,
@@ -160,7 +160,8 @@ class AnnotationStore:
         line = json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n"
         with self._lock(annotator):
             append_line_durably(self.directory / f"{annotator}.jsonl", line)
-            mine = self._latest.setdefault(annotator, {})
+            with self._guard:  # progress() lists annotators under the guard
+                mine = self._latest.setdefault(annotator, {})
             superseded = task_id in mine
             mine[task_id] = rec
         return rec, superseded
@@ -189,7 +190,7 @@ class AnnotationStore:
                 "done": len(js),
                 "last_at": max((r["at"] for r in js.values() if "at" in r), default=None),
             }
-            raters.update(js)
+            raters.update(js.keys())
         per_task = Counter(min(raters.get(t["task_id"], 0), 3) for t in self.tasks)
         return {
             "total": len(self.tasks),
@@ -478,11 +479,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length", ""))
         except ValueError:
-            raise ApiError(HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required") from None
-        if length > MAX_BODY_BYTES:
             raise ApiError(
-                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY_BYTES} bytes"
-            )
+                HTTPStatus.LENGTH_REQUIRED, "a Content-Length header is required"
+            ) from None
+        if length > MAX_BODY_BYTES:
+            raise ApiError(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY_BYTES} bytes")
         raw = self.rfile.read(length) if length > 0 else b""
         try:
             return json.loads(raw.decode("utf-8"))
@@ -491,21 +492,22 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         url = urlsplit(self.path)
+        path = unquote(url.path)
         try:
-            if url.path in STATIC_FILES:
+            if path in STATIC_FILES:
                 if method not in ("GET", "HEAD"):
                     raise ApiError(
                         HTTPStatus.METHOD_NOT_ALLOWED,
-                        f"{method} is not allowed on {url.path}; use GET",
+                        f"{method} is not allowed on {path}; use GET",
                         {"Allow": "GET, HEAD"},
                     )
-                name, ctype = STATIC_FILES[url.path]
+                name, ctype = STATIC_FILES[path]
                 self._send(HTTPStatus.OK, (STATIC_DIR / name).read_bytes(), ctype)
                 return
-            if url.path == "/favicon.ico":  # browsers ask for it; an empty answer keeps logs quiet
+            if path == "/favicon.ico":  # browsers ask for it; an empty answer keeps logs quiet
                 self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
                 return
-            handler, match = self.server.app.route(method, url.path)
+            handler, match = self.server.app.route(method, path)
             body = self._read_json() if method == "POST" else None
             status, payload = handler(match, parse_qs(url.query), body)
             self._send_json(status, payload)
@@ -584,8 +586,12 @@ class AnnotationServer:
 
     def start(self) -> AnnotationServer:
         """Serve in a daemon thread (tests, notebooks)."""
+        # A short poll interval makes stop() quick (tests start and stop many servers).
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="annotate-server", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="annotate-server",
+            daemon=True,
         )
         self._thread.start()
         return self

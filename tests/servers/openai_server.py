@@ -118,6 +118,11 @@ class OpenAIServer:
         self.reject: Callable[[dict[str, Any]], str | None] | None = None
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
+        # Crash tests: once this many chat answers went out, later chat requests are held
+        # (never answered; dropped with a 503 when released) so a client can be killed with
+        # requests in flight that it provably never received.
+        self.hold_after: int | None = None
+        self._answered: list[str] = []
         self._failures: list[_Failure] = []
         self._malformed = 0
         self._in_flight = 0
@@ -286,14 +291,33 @@ class OpenAIServer:
             body_json = rec.json
             if not isinstance(body_json, dict):
                 raise _HttpError(400, "We could not parse the JSON body of your request.")
+            if self._held():
+                raise _HttpError(503, "held request dropped")
             with self._lock:
                 malformed = self._malformed > 0
                 self._malformed -= 1 if malformed else 0
             status, payload = self.chat_result(body_json, malformed=malformed)
+            if status == 200:
+                with self._lock:
+                    self._answered.append(json.dumps(body_json, sort_keys=True))
             return _json(status, payload)
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    def _held(self) -> bool:
+        """Wait while requests are held; True when this request must be dropped."""
+        with self._lock:
+            if self.hold_after is None or len(self._answered) < self.hold_after:
+                return False
+        while self.hold_after is not None and self._httpd is not None:
+            time.sleep(0.05)
+        return True
+
+    def answered_bodies(self) -> list[str]:
+        """Canonical JSON of every chat request answered with 200, in answer order."""
+        with self._lock:
+            return list(self._answered)
 
     def chat_result(
         self, body: dict[str, Any], *, malformed: bool = False
@@ -648,12 +672,15 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
         )
         status, headers, payload = self.server_state.handle(rec)
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        try:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client is gone (a crash test killed it): nothing to answer
 
     def _read_chunked(self) -> bytes:
         chunks: list[bytes] = []

@@ -225,6 +225,7 @@ async function toggleArticle() {
       }
     }
     box.hidden = false;
+    box.scrollIntoView({ block: "nearest" });
     if (first) box.scrollTop = first.offsetTop - box.offsetTop - 40;
   } catch (error) {
     setStatus(`Could not load the old article: ${error.message}`, true);

@@ -1,0 +1,383 @@
+"""Prefect flows: one release per snapshot date, on a schedule, resumable, scaling out on Dask.
+
+The flows only wire ``pipeline`` functions together. Each heavy stage is planned as shards of
+articles (``snapshot.shard_size``); one task per shard fans out on the task runner (threads in
+one process by default, a Dask cluster with ``flow.task_runner = "dask"``). Tasks receive plain
+data (the config as a dict, job descriptions, shard indices), never live models: each worker
+process builds its models once and keeps them.
+
+Every stage is idempotent on its own: a shard whose output exists for the same inputs is
+skipped, a stage whose digest of inputs (snapshot files, labels, prompt hashes, model ids,
+config) is unchanged is not redone, and every LLM answer is cached as it arrives. A crashed
+run therefore resumes where it stopped without paying twice, and a changed prompt, model or
+threshold rebuilds only the stages it affects and writes a new revision of the release.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import date
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.progress import report
+from pipeline.config import Config
+from pipeline.generate.stage import (
+    GenerationJob,
+    finalize_generation,
+    generate_part,
+    plan_generation,
+    prepare_generation,
+)
+from pipeline.labeling import (
+    LabelJob,
+    finalize_labels,
+    label_part,
+    make_labeler,
+    plan_labels,
+    prepare_labels,
+)
+from pipeline.ledger import update_ledger
+from pipeline.release import build_release, list_releases, manifest_config
+from pipeline.snapshot import (
+    SnapshotJob,
+    build_snapshot_part,
+    finalize_snapshot,
+    prepare_snapshot,
+    snapshot_job,
+    stream_snapshot,
+)
+
+# --------------------------------------------------------------------------- per-worker models
+
+
+class _Runtime:
+    """The models of one config in one worker thread, built lazily and kept for the process."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.workdir = Path(cfg.workdir)
+        self._parts: dict[str, Any] = {}
+
+    def _get(self, name: str, build: Any) -> Any:
+        if name not in self._parts:
+            self._parts[name] = build()
+        return self._parts[name]
+
+    @property
+    def splitter(self) -> Any:
+        from pipeline.text import SentenceSplitter
+
+        cfg = self.cfg
+        return self._get(
+            "splitter",
+            lambda: SentenceSplitter(cfg.text.spacy_model or None, batch_size=cfg.text.batch_size),
+        )
+
+    @property
+    def embedder(self) -> Any:
+        from pipeline.runtime import base_embedder
+
+        return self._get("embedder", lambda: base_embedder(self.cfg))
+
+    @property
+    def cached_embedder(self) -> Any:
+        from pipeline.runtime import cached_embedder
+
+        return self._get("cached_embedder", lambda: cached_embedder(self.embedder, self.workdir))
+
+    @property
+    def llm(self) -> Any:
+        from pipeline.runtime import llm_from_config
+
+        return self._get("llm", lambda: llm_from_config(self.cfg, self.workdir))
+
+    @property
+    def labeler(self) -> Any:
+        from pipeline.runtime import checker_from_config
+
+        return self._get(
+            "labeler",
+            lambda: make_labeler(
+                self.cfg,
+                self.workdir,
+                embedder=self.embedder,
+                checker=checker_from_config(self.cfg, self.llm),
+            ),
+        )
+
+    def source(self, snapshot: str) -> Any:
+        from pipeline.sources.factory import make_source
+
+        return make_source(self.cfg, self.workdir, snapshot_date=date.fromisoformat(snapshot))[0]
+
+
+@lru_cache(maxsize=8)
+def _runtime_for(config_json: str, thread_id: int) -> _Runtime:
+    # One runtime per thread: spaCy pipelines and SQLite connections are not shared across
+    # threads, and the models are loaded once per worker thread, not once per task.
+    return _Runtime(Config.model_validate_json(config_json))
+
+
+def runtime(config: dict[str, Any]) -> _Runtime:
+    """The models for ``config`` in the calling worker thread."""
+    return _runtime_for(Config.model_validate(config).model_dump_json(), threading.get_ident())
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+@task(name="snapshot-shard", cache_policy=NO_CACHE)
+def snapshot_shard(config: dict[str, Any], job: SnapshotJob, index: int) -> dict[str, Any]:
+    """Fetch and parse one shard of articles (network: retried with backoff)."""
+    rt = runtime(config)
+    meta = build_snapshot_part(job, rt.source(job.snapshot), rt.splitter, index)
+    report("snapshot", len(meta["page_ids"]))
+    return {"index": index, "articles": len(meta["page_ids"]), "skipped": meta.get("skipped")}
+
+
+@task(name="snapshot-stream", cache_policy=NO_CACHE)
+def snapshot_stream(config: dict[str, Any], job: SnapshotJob) -> None:
+    """Build a snapshot of every article the source holds (streamed, not fanned out)."""
+    rt = runtime(config)
+    stream_snapshot(job, rt.source(job.snapshot), rt.splitter, lambda n: report("snapshot", n))
+
+
+@task(name="label-shard", cache_policy=NO_CACHE)
+def label_shard(config: dict[str, Any], job: LabelJob, index: int) -> dict[str, Any]:
+    """Label the sentences of one shard of pages."""
+    meta = label_part(job, runtime(config).labeler, index)
+    report("label", len(meta["page_ids"]))
+    return {"index": index, "pages": len(meta["page_ids"]), "skipped": meta.get("skipped")}
+
+
+@task(name="generate-shard", cache_policy=NO_CACHE)
+def generate_shard(config: dict[str, Any], job: GenerationJob, index: int) -> dict[str, Any]:
+    """Generate and validate the items of one shard of pages (LLM calls: retried inside the
+    backend with backoff, every answer cached as it arrives)."""
+    rt = runtime(config)
+    meta = generate_part(
+        job, index, backend=rt.llm.backend, embedder=rt.cached_embedder, cfg=rt.cfg.generation
+    )
+    report("generate", len(meta["page_ids"]))
+    return {"index": index, "usage": meta["usage"], "skipped": meta.get("skipped")}
+
+
+def _run_shards(shard_task: Any, config: dict[str, Any], job: Any, n: int) -> list[Any]:
+    futures = [shard_task.submit(config, job, i) for i in range(n)]
+    return [f.result() for f in futures]
+
+
+# --------------------------------------------------------------------------- stages
+
+
+def _snapshot_stage(cfg: Config, config: dict[str, Any], snapshot: str) -> dict[str, Any]:
+    from pipeline.sources.factory import resolve_selection
+
+    log = get_run_logger()
+    started = time.monotonic()
+    rt = runtime(config)
+    selection = resolve_selection(cfg)
+    source_description = _source_description(cfg, snapshot)
+    job = snapshot_job(
+        cfg.workdir,
+        snapshot,
+        selection,
+        splitter=rt.splitter,
+        source_description=source_description,
+        shard_size=cfg.snapshot.shard_size,
+    )
+    stored = prepare_snapshot(job)
+    if stored is None:
+        if job.parts():
+            retrying = snapshot_shard.with_options(
+                retries=cfg.flow.network_retries, retry_delay_seconds=[10, 60, 300]
+            )
+            _run_shards(retrying, config, job, len(job.parts()))
+        else:
+            snapshot_stream.submit(config, job).result()
+        stored = finalize_snapshot(job, seconds=time.monotonic() - started)
+    log.info("snapshot %s: %s", snapshot, stored.line())
+    return {
+        "articles": stored.articles,
+        "sentences": stored.sentences,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def _source_description(cfg: Config, snapshot: str) -> str:
+    from pipeline.sources.factory import make_source
+
+    return make_source(cfg, Path(cfg.workdir), snapshot_date=date.fromisoformat(snapshot))[1]
+
+
+def _label_stage(config: dict[str, Any], previous: str, snapshot: str) -> dict[str, Any]:
+    log = get_run_logger()
+    started = time.monotonic()
+    rt = runtime(config)
+    job = plan_labels(
+        rt.cfg.workdir, previous, snapshot, rt.labeler, shard_pages=rt.cfg.snapshot.shard_size
+    )
+    stored = prepare_labels(job)
+    if stored is None:
+        _run_shards(label_shard, config, job, len(job.parts()))
+        stored = finalize_labels(job, seconds=time.monotonic() - started)
+    log.info("labels %s", stored.line())
+    return {
+        "counts": stored.counts,
+        "model_calls": stored.model_calls,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+def _generate_stage(config: dict[str, Any], previous: str | None, snapshot: str) -> dict[str, Any]:
+    log = get_run_logger()
+    started = time.monotonic()
+    rt = runtime(config)
+    backend = rt.llm.backend
+    job = plan_generation(
+        rt.cfg.workdir,
+        snapshot,
+        previous=previous,
+        backend=backend,
+        embedder=rt.cached_embedder,
+        cfg=rt.cfg.generation,
+        shard_pages=rt.cfg.snapshot.shard_size,
+    )
+    stored = prepare_generation(job)
+    if stored is None:
+        _run_shards(generate_shard, config, job, len(job.parts()))
+        stored = finalize_generation(
+            job,
+            backend_label=f"{backend.backend_id}:{backend.model}",
+            embedder_id=rt.cached_embedder.model_id,
+            seconds=time.monotonic() - started,
+        )
+    log.info("generate %s", stored.line())
+    return {
+        "counts": stored.counts,
+        "llm": stored.llm,
+        "seconds": round(time.monotonic() - started, 2),
+    }
+
+
+@task(name="ledger", cache_policy=NO_CACHE)
+def ledger_task(config: dict[str, Any], snapshot: str, previous: str | None) -> str:
+    """Maintain the item ledger (keep / retire / supersede) and add the new items."""
+    return update_ledger(Config.model_validate(config).workdir, snapshot, previous).line()
+
+
+@task(name="release", cache_policy=NO_CACHE)
+def release_task(config: dict[str, Any], snapshot: str) -> dict[str, Any]:
+    """Write the release; inputs that changed since an existing release make a new revision."""
+    cfg = Config.model_validate(config)
+    manifest = build_release(
+        cfg.workdir,
+        snapshot,
+        config=manifest_config(cfg),
+        config_hash=cfg.stable_hash(),
+        revise_on_change=True,
+    )
+    return {
+        "release_id": manifest.release_id,
+        "counts": manifest.counts,
+        "already_built": manifest.already_built,
+    }
+
+
+@task(name="export-hf", cache_policy=NO_CACHE)
+def export_task(config: dict[str, Any], snapshot: str) -> str:
+    """Export the release in the Hugging Face datasets layout."""
+    from pipeline.export_hf import export_hf
+
+    cfg = Config.model_validate(config)
+    out = Path(cfg.flow.export_hf_dir) / snapshot
+    if out.exists() and any(out.iterdir()):
+        return str(out)
+    return str(export_hf(cfg.workdir, snapshot, out))
+
+
+# --------------------------------------------------------------------------- flows
+
+
+def previous_release(workdir: str | Path, snapshot: str) -> str | None:
+    """The latest release older than ``snapshot`` (what the new snapshot is compared with)."""
+    earlier = [s for s in list_releases(workdir) if s < snapshot]
+    return earlier[-1] if earlier else None
+
+
+def _release_for(config: dict[str, Any], snapshot: str, previous: str | None) -> dict[str, Any]:
+    log = get_run_logger()
+    cfg = Config.model_validate(config)
+    stages: dict[str, Any] = {"snapshot": _snapshot_stage(cfg, config, snapshot)}
+    if previous is not None:
+        stages["label"] = _label_stage(config, previous, snapshot)
+    stages["generate"] = _generate_stage(config, previous, snapshot)
+    stages["ledger"] = ledger_task(config, snapshot, previous)
+    stages["release"] = release_task(config, snapshot)
+    if cfg.flow.export_hf_dir:
+        stages["export_hf"] = export_task(config, snapshot)
+    log.info("release %s: %s", snapshot, stages["release"])
+    return stages
+
+
+@flow(name="wikidrift-initial", log_prints=True)
+def initial_flow(snapshot: str, config: dict[str, Any]) -> dict[str, Any]:
+    """The first release: snapshot -> initial QA / dialogues / quadruples -> release."""
+    return _release_for(config, snapshot, None)
+
+
+@flow(name="wikidrift-monthly", log_prints=True)
+def monthly_flow(
+    snapshot: str | None = None, previous: str | None = None, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One month: snapshot -> labels against the previous release's snapshot -> maintenance
+    -> generation -> validation -> release (-> Hugging Face export). ``snapshot`` defaults to
+    today (UTC) so a schedule needs no parameters; ``previous`` to the latest older release
+    (none: this is the initial release)."""
+    from pipeline.config import load_config
+
+    cfg = Config.model_validate(config) if config is not None else load_config()
+    config = cfg.model_dump(mode="json")
+    snapshot = snapshot or date.today().isoformat()
+    previous = previous or previous_release(cfg.workdir, snapshot)
+    return _release_for(config, snapshot, previous)
+
+
+def monthly_dates(start: str, end: str) -> list[str]:
+    """Snapshot dates from ``start`` to ``end`` inclusive, one a month on ``start``'s day."""
+    first, last = date.fromisoformat(start), date.fromisoformat(end)
+    if first > last:
+        raise ValueError(f"backfill range is empty: {start} > {end}")
+    out, current = [], first
+    while current <= last:
+        out.append(current.isoformat())
+        month = current.month % 12 + 1
+        year = current.year + (current.month == 12)
+        current = current.replace(year=year, month=month, day=min(current.day, 28))
+    return out
+
+
+@flow(name="wikidrift-run", log_prints=True)
+def run_flow(dates: list[str], config: dict[str, Any]) -> dict[str, Any]:
+    """Releases for ``dates`` in order, each against the release before it."""
+    return _run_dates(config, dates)
+
+
+@flow(name="wikidrift-backfill", log_prints=True)
+def backfill_flow(start: str, end: str, config: dict[str, Any]) -> dict[str, Any]:
+    """Every monthly snapshot date in ``start..end``, in order, each against the one before."""
+    return _run_dates(config, monthly_dates(start, end))
+
+
+def _run_dates(config: dict[str, Any], dates: list[str]) -> dict[str, Any]:
+    workdir = Config.model_validate(config).workdir
+    results = {}
+    for snapshot in sorted(dates):
+        results[snapshot] = _release_for(config, snapshot, previous_release(workdir, snapshot))
+    return results

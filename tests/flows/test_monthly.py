@@ -1,0 +1,191 @@
+"""The Prefect flows end to end on real wikisnap articles: releases, idempotent re-runs,
+regeneration of only what changed, a crash resumed without paying twice, Dask scale-out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from flows.monthly import monthly_dates, run_flow
+from flows.runner import task_runner
+from pipeline.config import Config
+from pipeline.labeling import read_label_summary
+from pipeline.release import list_releases, read_manifest, release_dir, verify_release
+from tests.conftest import REPO_ROOT
+from tests.flows.conftest import flow_config
+
+DATES = ["2024-01-01", "2024-06-01", "2025-01-01"]
+DATA_FILES = (
+    "qa.parquet",
+    "dialogue.parquet",
+    "quadruples.parquet",
+    "sentence_labels.parquet",
+    "retired.parquet",
+    "growth.png",
+    "README.md",
+)
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+@pytest.fixture(autouse=True)
+def _openai_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test-server")
+
+
+def _run(config: dict, dates: list[str]) -> dict:
+    runner = task_runner(Config.model_validate(config))
+    return run_flow.with_options(task_runner=runner)(dates=dates, config=config)
+
+
+def checksums(workdir: Path) -> dict[str, str]:
+    """sha256 of every data file of every release (manifests hold the workdir-free config)."""
+    out = {}
+    for snap in list_releases(workdir):
+        for name in DATA_FILES:
+            path = release_dir(workdir, snap) / name
+            out[f"{snap}/{name}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, llm_server, prefect_harness) -> dict:
+    """An uninterrupted run over three dates: releases, checksums, LLM requests made."""
+    os.environ["OPENAI_API_KEY"] = "sk-local-test-server"
+    workdir = tmp_path_factory.mktemp("flow_reference") / "w"
+    config = flow_config(workdir, llm_server)
+    before = len(llm_server.answered_bodies())
+    results = _run(config, DATES)
+    return {
+        "workdir": workdir,
+        "config": config,
+        "results": results,
+        "checksums": checksums(workdir),
+        "requests": Counter(llm_server.answered_bodies()[before:]),
+    }
+
+
+def test_three_releases_are_produced_and_verified(reference: dict) -> None:
+    workdir = reference["workdir"]
+    assert list_releases(workdir) == DATES
+    for snap in DATES:
+        assert verify_release(workdir, snap) == []
+    totals = [read_manifest(workdir, s).counts["qa"]["total"] for s in DATES]
+    assert totals[0] > 0 and totals[2] > totals[0]
+    stages = reference["results"]["2024-06-01"]
+    assert {"snapshot", "label", "generate", "ledger", "release"} <= set(stages)
+    assert stages["snapshot"]["articles"] == 3 and stages["generate"]["llm"]["requests"] > 0
+    assert sum(reference["requests"].values()) == len(reference["requests"])  # none twice
+
+
+def test_rerun_with_nothing_changed_does_no_work(reference: dict, llm_server) -> None:
+    before = len(llm_server.answered_bodies())
+    results = _run(reference["config"], DATES)
+    assert len(llm_server.answered_bodies()) == before
+    assert all(r["release"]["already_built"] for r in results.values())
+    assert checksums(reference["workdir"]) == reference["checksums"]
+
+
+def test_changing_a_threshold_rebuilds_only_what_depends_on_it(
+    reference: dict, llm_server, tmp_path: Path
+) -> None:
+    import shutil
+
+    workdir = tmp_path / "w"
+    shutil.copytree(reference["workdir"], workdir)
+    config = json.loads(json.dumps(reference["config"]))
+    config["workdir"] = str(workdir)
+    first_labels = read_label_summary(workdir, DATES[0], DATES[1])
+    # A generation setting: labels stay, generation and the release are redone.
+    config["generation"]["answer_max_words"] = 6
+    before = len(llm_server.answered_bodies())
+    results = _run(config, DATES[:2])
+    assert read_label_summary(workdir, DATES[0], DATES[1]).inputs_digest == (
+        first_labels.inputs_digest
+    )
+    assert results[DATES[1]]["label"]["seconds"] < 5  # not relabeled
+    # The prompts state the answer limit, so generation really asked the LLM again.
+    assert len(llm_server.answered_bodies()) > before
+    for snap in DATES[:2]:
+        manifest = read_manifest(workdir, snap)
+        assert manifest.revision == 2 and manifest.config["generation"]["answer_max_words"] == 6
+        assert (workdir / "releases" / f"{snap}.r1" / "manifest.json").exists()
+        assert verify_release(workdir, snap) == []
+    # A labeling threshold: the labels are redone too.
+    config["align"]["new_max_similarity"] = 0.65
+    _run(config, DATES[:2])
+    relabeled = read_label_summary(workdir, DATES[0], DATES[1])
+    assert relabeled.inputs_digest != first_labels.inputs_digest
+    assert read_manifest(workdir, DATES[1]).revision == 3
+
+
+def test_killed_run_resumes_without_paying_twice(
+    reference: dict, llm_server, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "w"
+    config = flow_config(workdir, llm_server)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config))
+    command = [
+        sys.executable,
+        "-c",
+        "import json, sys; from flows.runner import configure_prefect; configure_prefect(); "
+        "from flows.monthly import run_flow; "
+        "run_flow(dates=sys.argv[2:], config=json.load(open(sys.argv[1])))",
+        str(config_file),
+        *DATES,
+    ]
+    env = os.environ | {"PYTHONPATH": str(REPO_ROOT)}
+    start = len(llm_server.answered_bodies())
+    # Hold every answer after the 20th: the run is mid-generation when it is killed.
+    llm_server.hold_after = start + 20
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while len(llm_server.answered_bodies()) < start + 20 and time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended (code {proc.returncode}) before it could be killed")
+            time.sleep(0.2)
+        time.sleep(1.0)  # let the client send its next requests, which are held
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        llm_server.hold_after = None
+        if proc.poll() is None:
+            proc.kill()
+    killed_at = len(llm_server.answered_bodies())
+    assert 20 <= killed_at - start < sum(reference["requests"].values())
+    assert list_releases(workdir) != DATES
+    resumed = subprocess.run(command, cwd=REPO_ROOT, env=env, timeout=600)
+    assert resumed.returncode == 0
+    answered = Counter(llm_server.answered_bodies()[start:])
+    assert max(answered.values()) == 1  # no request was answered twice
+    assert set(answered) == set(reference["requests"])
+    assert checksums(workdir) == reference["checksums"]
+
+
+def test_dask_runner_gives_the_same_releases(reference: dict, llm_server, tmp_path: Path) -> None:
+    workdir = tmp_path / "w"
+    config = flow_config(workdir, llm_server, flow={"task_runner": "dask", "dask_workers": 2})
+    _run(config, DATES)
+    assert checksums(workdir) == reference["checksums"]
+
+
+def test_monthly_dates() -> None:
+    assert monthly_dates("2023-11-21", "2024-02-21") == [
+        "2023-11-21",
+        "2023-12-21",
+        "2024-01-21",
+        "2024-02-21",
+    ]
+    with pytest.raises(ValueError, match="empty"):
+        monthly_dates("2024-02-01", "2024-01-01")
