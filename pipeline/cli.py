@@ -181,7 +181,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     """``wikidrift release --snapshot D`` or ``wikidrift release diff D1 D2``."""
     from pipeline.generate.stage import read_generation_summary
     from pipeline.ledger import update_ledger
-    from pipeline.release import build_release, release_diff
+    from pipeline.release import build_release, manifest_config, release_diff
 
     cfg = _load(args)
     workdir = Path(cfg.workdir)
@@ -206,7 +206,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     manifest = build_release(
         workdir,
         snapshot,
-        config=cfg.model_dump(mode="json"),
+        config=manifest_config(cfg),
         config_hash=cfg.stable_hash(),
         new_revision=args.force,
     )
@@ -296,6 +296,86 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- run / serve
+def _run_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides = _snapshot_overrides(args)
+    if args.dates:
+        dates = [_iso_date(d.strip()).isoformat() for d in args.dates.split(",") if d.strip()]
+        overrides.setdefault("snapshot", {})["dates"] = dates
+    flow: dict[str, Any] = {}
+    if args.task_runner:
+        flow["task_runner"] = args.task_runner
+    if args.dask_address:
+        flow["task_runner"] = "dask"
+        flow["dask_address"] = args.dask_address
+    if args.export_hf:
+        flow["export_hf_dir"] = str(args.export_hf)
+    if flow:
+        overrides["flow"] = flow
+    if args.faithful:
+        overrides["align"] = {"faithful": True}
+    if args.max_cost_usd is not None:
+        overrides["llm"] = {"max_cost_usd": args.max_cost_usd}
+    return overrides
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``wikidrift run``: the monthly flow for every configured snapshot date, in order."""
+    from flows.runner import configure_prefect
+
+    cfg = _load(args, _run_overrides(args))
+    if not cfg.snapshot.dates:
+        raise WikidriftError("no snapshot dates: set snapshot.dates in the config or --dates")
+    configure_prefect()
+    from flows.monthly import run_flow
+    from flows.progress import set_reporter
+    from flows.runner import task_runner
+
+    with _progress(None, "run") as bar:
+
+        def advance(stage: str, articles: int) -> None:
+            bar.set_description(stage)
+            bar.update(articles)
+
+        set_reporter(advance)
+        try:
+            results = run_flow.with_options(task_runner=task_runner(cfg))(
+                dates=[d.isoformat() for d in cfg.snapshot.dates],
+                config=cfg.model_dump(mode="json"),
+            )
+        finally:
+            set_reporter(None)
+    for stages in results.values():
+        release = stages["release"]
+        qa = release["counts"]["qa"]["total"]
+        turns = release["counts"]["dialogue_turns"]["total"]
+        quads = release["counts"]["quadruples"]["current"]
+        state = " (already built)" if release["already_built"] else ""
+        print(
+            f"release {release['release_id']}: qa={qa} dialogue_turns={turns} "
+            f"quadruples={quads}{state}"
+        )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``wikidrift serve``: a deployment that runs the monthly flow on a cron schedule."""
+    from flows.runner import configure_prefect
+
+    overrides: dict[str, Any] = {"flow": {"cron": args.cron}} if args.cron else {}
+    cfg = _load(args, overrides)
+    configure_prefect()
+    from flows.monthly import monthly_flow
+
+    print(f"serving deployment wikidrift-monthly (cron {cfg.flow.cron!r}); Ctrl-C stops")
+    monthly_flow.serve(
+        name="wikidrift-monthly",
+        cron=cfg.flow.cron,
+        parameters={"config": cfg.model_dump(mode="json")},
+    )
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every ``wikidrift`` subcommand."""
@@ -324,6 +404,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rebuild even if the snapshot exists")
     _add_common(p)
     p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser("run", help="the main job: a release for every configured date")
+    p.add_argument("--source", choices=["api", "dump", "revisions-dir"])
+    p.add_argument("--input", help="as for `wikidrift snapshot`")
+    p.add_argument("--dates", help="comma-separated snapshot dates, e.g. 2024-01-01,2024-06-01")
+    p.add_argument("--articles", help='title / page-id list file ("" = all the source holds)')
+    p.add_argument("--current-events", metavar="YYYY-MM[:YYYY-MM]")
+    p.add_argument("--task-runner", choices=["threads", "dask"])
+    p.add_argument("--dask-address", help="tcp://host:port of an existing Dask scheduler")
+    p.add_argument("--export-hf", type=Path, help="also export each release here")
+    p.add_argument("--faithful", action="store_true", help="GrowOVER's unchanged rule exactly")
+    p.add_argument("--max-cost-usd", type=float, help="stop before spending more on the LLM")
+    _add_common(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("serve", help="run the monthly flow on a schedule (Prefect deployment)")
+    p.add_argument("--cron", help='cron schedule (default from config: "0 6 21 * *")')
+    _add_common(p)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("label", help="label sentences unchanged/changed/new/deleted")
     p.add_argument("--old", type=_iso_date, required=True, help="older snapshot date")

@@ -127,6 +127,8 @@ class LLMConfig(_Section):
     max_cost_usd: float = Field(0.0, ge=0)  # 0 = no budget limit
     batch_api: bool = False  # OpenAI Batch API: 50% cheaper, results within 24 h
     local_batch_size: int = Field(8, ge=1)
+    # Caps every answer of the local model: on a CPU a small model writes ~10-20 tokens/s.
+    local_max_new_tokens: int = Field(320, ge=16, le=4096)
     verify_contradictions: bool = True  # GrowOVER's LLM double-check of "changed" pairs
 
 

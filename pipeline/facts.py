@@ -72,7 +72,13 @@ _DATE_PATTERNS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
         re.compile(rf"\b({_MONTH_RE})\s+({_DAY})\b(?!\s*,?\s*\d)", re.I),
         lambda m: f"--{_month(m[1]):02d}-{_day(m[2]):02d}",
     ),
+    (  # 8 May (no year)
+        re.compile(rf"\b({_DAY})\s+({_MONTH_RE})\b", re.I),
+        lambda m: f"--{_month(m[2]):02d}-{_day(m[1]):02d}",
+    ),
 ]
+# "1948–50" is 1948 to 1950: expand abbreviated year ranges before reading numbers.
+_YEAR_RANGE = re.compile(r"\b(1\d|20)(\d\d)\s*[–—-]\s*(\d\d)\b(?![.,]?\d)")
 _SCALES = {
     "thousand": Decimal(10**3),
     "million": Decimal(10**6),
@@ -82,14 +88,19 @@ _SCALES = {
     "m": Decimal(10**6),
     "bn": Decimal(10**9),
 }
+# Digits glued to letters count too ("NCT02054897" = "NCT #02054897", "RX7900"); an ordinal
+# suffix is dropped ("8th" = 8).
 _NUMBER_RE = re.compile(
-    r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:\s*(thousand|million|billion|trillion|bn|k|m)\b)?",
+    r"(?<![\d.,])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:st|nd|rd|th)?"
+    r"(?:\s*(thousand|million|billion|trillion|bn|k|m)\b)?",
     re.I,
 )
 _WORD_NUMBERS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
     "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30,
     "forty": 40, "fifty": 50, "hundred": 100,
+    "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12,
 }  # fmt: skip
 _WORD_NUMBER_RE = re.compile(r"\b(" + "|".join(_WORD_NUMBERS) + r")\b", re.I)
 # Entity types already covered by the number and date extractors.
@@ -134,8 +145,9 @@ def extract_dates(text: str) -> tuple[set[str], str]:
 
 
 def extract_numbers(text: str) -> set[str]:
-    """Normalized numbers in ``text`` (commas dropped, scale words applied, spelled-out small
-    numbers included)."""
+    """Normalized numbers in ``text`` (commas dropped, scale words applied, ordinal suffixes
+    dropped, abbreviated year ranges expanded, spelled-out small numbers included)."""
+    text = _YEAR_RANGE.sub(lambda m: f"{m[1]}{m[2]} to {m[1]}{m[3]}", text)
     numbers = set()
     for m in _NUMBER_RE.finditer(text):
         value = _normalize_number(m[1], m[2], m[3])
@@ -149,16 +161,27 @@ _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": 
 _EDGE_PUNCT = re.compile(r"^(?:the |a |an )?[\W_]*|(?:'s)?[\W_]*$")
 
 
+def _fold(text: str) -> str:
+    """Case-folded, quotes unified, accents dropped ("Hülkenberg" = "Hulkenberg")."""
+    text = unicodedata.normalize("NFKD", text.translate(_QUOTES))
+    return "".join(c for c in text if not unicodedata.combining(c)).casefold()
+
+
+_STOPWORDS = frozenset(
+    ["the", "a", "an", "of", "and", "or", "for", "in", "on", "at", "to", "by", "de", "la", "le"]
+)
+_TOKEN = re.compile(r"\w+")
+
+
+def _content_words(text: str) -> set[str]:
+    return {t for t in _TOKEN.findall(_fold(text)) if t not in _STOPWORDS}
+
+
 def normalize_entity(text: str) -> str:
     """Case-folded entity text with typographic quotes unified and a leading article, a
     possessive "'s" and edge punctuation dropped: "Cisco Systems Inc’s" -> "cisco systems inc",
     "the Russian Federation" -> "russian federation"."""
-    text = " ".join(unicodedata.normalize("NFKC", text).translate(_QUOTES).casefold().split())
-    return _EDGE_PUNCT.sub("", text)
-
-
-def _comparable(sentence: str) -> str:
-    return " ".join(unicodedata.normalize("NFKC", sentence).translate(_QUOTES).casefold().split())
+    return _EDGE_PUNCT.sub("", " ".join(_fold(text).split()))
 
 
 def extract_facts(text: str, entities: Iterable[tuple[str, str]] = ()) -> Facts:
@@ -175,16 +198,21 @@ def extract_facts(text: str, entities: Iterable[tuple[str, str]] = ()) -> Facts:
 def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> list[str]:
     """What differs between the facts of two sentences, as short human-readable strings; empty
     when they state the same numbers, dates and entities. An entity counts as differing only if
-    its case-folded text is absent from the other sentence (NER tags "East Division" but not
-    "East division": a casing edit is not a change of fact)."""
+    one of its words (case-folded, accents dropped, ignoring "the", "of"...) is absent from the
+    other sentence: NER tags "East Division" but not "East division", and "Department of the
+    Interior" names the same thing as "Department of Interior"."""
     diffs = []
     for kind in ("numbers", "dates"):
         a, b = getattr(old_facts, kind), getattr(new_facts, kind)
         if a != b:
             diffs.append(f"{kind}: {sorted(a - b)} -> {sorted(b - a)}")
-    old_cf, new_cf = _comparable(old), _comparable(new)
-    gone = sorted(e for e in old_facts.entities - new_facts.entities if e not in new_cf)
-    added = sorted(e for e in new_facts.entities - old_facts.entities if e not in old_cf)
+    old_words, new_words = _content_words(old), _content_words(new)
+    gone = sorted(
+        e for e in old_facts.entities - new_facts.entities if not _content_words(e) <= new_words
+    )
+    added = sorted(
+        e for e in new_facts.entities - old_facts.entities if not _content_words(e) <= old_words
+    )
     if gone or added:
         diffs.append(f"entities: {gone} -> {added}")
     return diffs

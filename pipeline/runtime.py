@@ -88,7 +88,10 @@ def llm_from_config(cfg: Config, workdir: str | Path) -> LLMSetup:
     if kind != "transformers":
         raise ConfigError(f"llm.backend = {kind!r}: allowed: auto, openai, transformers")
     local = TransformersBackend(
-        cfg.llm.local_model, device=cfg.models.device, batch_size=cfg.llm.local_batch_size
+        cfg.llm.local_model,
+        device=cfg.models.device,
+        batch_size=cfg.llm.local_batch_size,
+        max_new_tokens=cfg.llm.local_max_new_tokens,
     )
     return LLMSetup(CachedLLM(local, cache), None, "transformers")
 

@@ -74,3 +74,25 @@ def test_entities_compare_casefolded_and_by_presence() -> None:
     diffs = fact_differences(c, d, fc, fd)
     assert len(diffs) == 1 and "rob stringer" in diffs[0] and "tim cook" in diffs[0]
     assert ner.model_name.startswith("regex+ner:")
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("On 5 March, the team announced it.", "On March 5, the team announced it."),
+        ("Denver earned the 8th seed again.", "Denver earned the eighth seed again."),
+        ("the team from 1948–50, the last year", "the team from 1948 to 1950, the last year"),
+        ("trials (NCT #02054897 and NCT #02305381)", "trials (NCT02054897 and NCT02305381)"),
+        (
+            "Kevin Magnussen and Nico Hulkenberg drove.",
+            "Kevin Magnussen and Nico Hülkenberg drove.",
+        ),
+        (
+            "control moved from the Department of Interior.",
+            "control moved from the Department of the Interior.",
+        ),
+    ],
+)
+def test_formatting_variants_state_the_same_facts(old: str, new: str) -> None:
+    fa, fb = FactExtractor().extract_many([old, new])
+    assert fact_differences(old, new, fa, fb) == []

@@ -39,6 +39,7 @@ from pipeline.annotate import (
     read_tasks,
     release_annotations_dir,
 )
+from pipeline.errors import WikidriftError
 from pipeline.storage import write_text_atomic
 
 NO_MAJORITY = "no_majority"
@@ -373,6 +374,8 @@ def write_report(
     min_raters: int = 1,
 ) -> tuple[str, Path]:
     """Build the report of ``release``, save it as ``report.md`` (atomic), return (text, path)."""
+    if min_raters < 1:
+        raise WikidriftError(f"--min-raters must be at least 1, not {min_raters}")
     directory = release_annotations_dir(workdir, release, annotations_root)
     tasks = read_tasks(directory)
     log_ = read_judgments(directory)

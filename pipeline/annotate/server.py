@@ -31,6 +31,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -147,6 +148,13 @@ class AnnotationStore:
         self, annotator: str, task_id: str, label: str, elapsed_ms: int | None = None
     ) -> tuple[dict[str, Any], bool]:
         """Append a judgment durably; returns (record, whether it replaced an earlier one)."""
+        problem = annotator_problem(annotator)
+        if problem:  # the name becomes a file name: never trust a caller with it
+            raise ApiError(HTTPStatus.BAD_REQUEST, problem)
+        if label not in JUDGMENT_LABELS:
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST, f"label {label!r} is not one of {JUDGMENT_LABELS}"
+            )
         self.task(task_id)
         rec: dict[str, Any] = {
             "task_id": task_id,
@@ -258,7 +266,16 @@ class OldArticles:
         return article
 
 
-Handler = Callable[[dict[str, str], dict[str, list[str]], Any], tuple[HTTPStatus, Any]]
+@dataclass
+class ApiRequest:
+    """What a handler gets: path parameters, query string and decoded JSON body."""
+
+    params: dict[str, str]
+    query: dict[str, list[str]]
+    body: Any = None
+
+
+Handler = Callable[[ApiRequest], tuple[HTTPStatus, Any]]
 
 
 class AnnotationApp:
@@ -283,16 +300,20 @@ class AnnotationApp:
 
     # ------------------------------------------------------------------ helpers
     @staticmethod
-    def _annotator(query: dict[str, list[str]], *, required: bool) -> str | None:
+    def _optional_annotator(query: dict[str, list[str]]) -> str | None:
         values = query.get("annotator")
         if not values:
-            if required:
-                raise ApiError(HTTPStatus.BAD_REQUEST, "query parameter 'annotator' is required")
             return None
         problem = annotator_problem(values[0])
         if problem:
             raise ApiError(HTTPStatus.BAD_REQUEST, problem)
         return values[0]
+
+    def _required_annotator(self, query: dict[str, list[str]]) -> str:
+        annotator = self._optional_annotator(query)
+        if annotator is None:
+            raise ApiError(HTTPStatus.BAD_REQUEST, "query parameter 'annotator' is required")
+        return annotator
 
     def _position(self, index: int | None, annotator: str) -> dict[str, Any]:
         done = len(self.store.judgments(annotator))
@@ -307,7 +328,7 @@ class AnnotationApp:
         }
 
     # ------------------------------------------------------------------ handlers
-    def info(self, _m: dict[str, str], _q: dict[str, list[str]], _b: Any) -> tuple[HTTPStatus, Any]:
+    def info(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """Release, old snapshot, task count, labels and keyboard shortcuts."""
         return HTTPStatus.OK, {
             "release": self.release,
@@ -317,11 +338,9 @@ class AnnotationApp:
             "shortcuts": SHORTCUTS,
         }
 
-    def list_tasks(
-        self, _m: dict[str, str], query: dict[str, list[str]], _b: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def list_tasks(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """Every task (blind view); with ``annotator``, that annotator's current labels."""
-        annotator = self._annotator(query, required=False)
+        annotator = self._optional_annotator(req.query)
         body: dict[str, Any] = {
             "release": self.release,
             "total": len(self.store.tasks),
@@ -333,54 +352,43 @@ class AnnotationApp:
             }
         return HTTPStatus.OK, body
 
-    def get_task(
-        self, match: dict[str, str], query: dict[str, list[str]], _b: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def get_task(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """One task with its position; with ``annotator``, that annotator's current label."""
-        task = self.store.task(match["task_id"])
-        annotator = self._annotator(query, required=False)
+        task = self.store.task(req.params["task_id"])
+        annotator = self._optional_annotator(req.query)
         body = {
             "task": task,
-            "position": self.store.position[match["task_id"]] + 1,
+            "position": self.store.position[req.params["task_id"]] + 1,
             "total": len(self.store.tasks),
         }
         if annotator:
-            rec = self.store.judgments(annotator).get(match["task_id"])
+            rec = self.store.judgments(annotator).get(req.params["task_id"])
             body["judgment"] = rec["label"] if rec else None
         return HTTPStatus.OK, body
 
-    def old_article(
-        self, match: dict[str, str], _q: dict[str, list[str]], _b: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def old_article(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """The whole old article of a task's page, by section."""
-        task = self.store.task(match["task_id"])
+        task = self.store.task(req.params["task_id"])
         return HTTPStatus.OK, self.old_articles.get(task["old_snapshot"], task["page_id"])
 
-    def next_task(
-        self, _m: dict[str, str], query: dict[str, list[str]], _b: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def next_task(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """The next task the annotator has not judged (``task`` is null when all are)."""
-        annotator = self._annotator(query, required=True)
-        assert annotator is not None
-        after = query.get("after", [None])[0]
+        annotator = self._required_annotator(req.query)
+        after = req.query.get("after", [None])[0]
         if after is not None:
             self.store.task(after)
         return HTTPStatus.OK, self._position(self.store.next_task(annotator, after), annotator)
 
-    def list_judgments(
-        self, _m: dict[str, str], query: dict[str, list[str]], _b: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def list_judgments(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """One annotator's current judgments in task order."""
-        annotator = self._annotator(query, required=True)
-        assert annotator is not None
+        annotator = self._required_annotator(req.query)
         mine = self.store.judgments(annotator)
         ordered = [mine[t["task_id"]] for t in self.store.tasks if t["task_id"] in mine]
         return HTTPStatus.OK, {"annotator": annotator, "judgments": ordered}
 
-    def judge(
-        self, _m: dict[str, str], _q: dict[str, list[str]], body: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def judge(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """Record one judgment (a later one for the same task supersedes it)."""
+        body = req.body
         if not isinstance(body, dict):
             raise ApiError(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
         unknown = sorted(set(body) - _POST_FIELDS)
@@ -415,9 +423,7 @@ class AnnotationApp:
             "total": len(self.store.tasks),
         }
 
-    def progress(
-        self, _m: dict[str, str], _q: dict[str, list[str]], _b: Any
-    ) -> tuple[HTTPStatus, Any]:
+    def progress(self, req: ApiRequest) -> tuple[HTTPStatus, Any]:
         """Judgments per annotator and raters per task."""
         return HTTPStatus.OK, {"release": self.release} | self.store.progress()
 
@@ -509,7 +515,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
                 return
             handler, match = self.server.app.route(method, path)
             body = self._read_json() if method == "POST" else None
-            status, payload = handler(match, parse_qs(url.query), body)
+            status, payload = handler(ApiRequest(match, parse_qs(url.query), body))
             self._send_json(status, payload)
         except ApiError as exc:
             if exc.status in (HTTPStatus.REQUEST_ENTITY_TOO_LARGE, HTTPStatus.LENGTH_REQUIRED):
@@ -573,8 +579,9 @@ class AnnotationServer:
         self.app = AnnotationApp(workdir, release, self.store)
         try:
             self._httpd = _Server((host, port), _RequestHandler)
-        except OSError as exc:
-            raise WikidriftError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        except (OSError, OverflowError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise WikidriftError(f"cannot listen on {host}:{port}: {reason}") from None
         self._httpd.app = self.app
         self._thread: threading.Thread | None = None
 

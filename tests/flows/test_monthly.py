@@ -148,7 +148,8 @@ def test_killed_run_resumes_without_paying_twice(
     start = len(llm_server.answered_bodies())
     # Hold every answer after the 20th: the run is mid-generation when it is killed.
     llm_server.hold_after = start + 20
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env)
+    # Its own process group: a SIGKILL must also take down the Prefect server it started.
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
         while len(llm_server.answered_bodies()) < start + 20 and time.monotonic() < deadline:
@@ -156,12 +157,12 @@ def test_killed_run_resumes_without_paying_twice(
                 pytest.fail(f"the run ended (code {proc.returncode}) before it could be killed")
             time.sleep(0.2)
         time.sleep(1.0)  # let the client send its next requests, which are held
-        proc.send_signal(signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
     finally:
         llm_server.hold_after = None
         if proc.poll() is None:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
     killed_at = len(llm_server.answered_bodies())
     assert 20 <= killed_at - start < sum(reference["requests"].values())
     assert list_releases(workdir) != DATES
