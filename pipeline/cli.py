@@ -100,11 +100,13 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     """``wikidrift label``: label the sentences of snapshot --new against snapshot --old."""
     from pipeline.labeling import label_snapshots, make_labeler
+    from pipeline.runtime import checker_from_config, llm_from_config
 
     overrides: dict[str, Any] = {"align": {"faithful": True}} if args.faithful else {}
     cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
-    labeler = make_labeler(cfg, workdir, naive=args.naive)
+    checker = checker_from_config(cfg, llm_from_config(cfg, workdir))
+    labeler = make_labeler(cfg, workdir, naive=args.naive, checker=checker)
     with _progress(None, f"label {args.old} -> {args.new}") as bar:
         summary = label_snapshots(
             workdir,

@@ -17,34 +17,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
-_MONTHS = {
-    m: i
-    for i, names in enumerate(
-        [
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ],
-        start=1,
-    )
-    for m in names
-}
-_MONTH_RE = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+from pipeline.dates import MONTH_NUMBERS
+
+_MONTH_RE = r"(?:" + "|".join(sorted(MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _YEAR = r"(?:1\d{3}|20\d{2}|2100)"
 
 
 def _month(name: str) -> int:
-    return _MONTHS[name.lower().rstrip(".")]
+    return MONTH_NUMBERS[name.lower().rstrip(".")]
 
 
 def _day(text: str) -> int:

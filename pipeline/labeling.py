@@ -34,7 +34,7 @@ from pipeline.facts import FactExtractor
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
-from pipeline.shards import ShardedOutput
+from pipeline.shards import ShardedOutput, chunked
 from pipeline.snapshot import read_table
 from pipeline.storage import (
     EMBEDDING_CACHE,
@@ -246,8 +246,7 @@ class LabelJob:
 
     def parts(self) -> list[list[int]]:
         """Page ids of each planned shard, in order."""
-        order = list(self.page_order)
-        return [order[i : i + self.shard_pages] for i in range(0, len(order), self.shard_pages)]
+        return chunked(self.page_order, self.shard_pages)
 
     def shards(self, *, attach: bool = False) -> ShardedOutput:
         return ShardedOutput(

@@ -48,7 +48,12 @@ from pipeline.errors import WikidriftError
 from pipeline.generate.stage import generated_dir, read_generated
 from pipeline.labeling import labels_dir, read_labels
 from pipeline.snapshot import read_table
-from pipeline.storage import read_parquet, write_json_atomic, write_parquet_atomic
+from pipeline.storage import (
+    file_sha256,
+    read_parquet,
+    write_json_atomic,
+    write_parquet_atomic,
+)
 
 SCHEMA_VERSION = 1
 KINDS = ("qa", "dialogue_turn", "quadruple")
@@ -180,8 +185,7 @@ def normalize_key(text: str | None) -> str:
 def _file_digest(paths: Iterable[Path]) -> str:
     h = hashlib.sha256()
     for path in paths:
-        h.update(path.name.encode())
-        h.update(path.read_bytes() if path.exists() else b"<missing>")
+        h.update(f"{path.name}:{file_sha256(path)};".encode())
     return h.hexdigest()[:16]
 
 

@@ -39,6 +39,7 @@ from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
 from pipeline.ledger import ledger_dir, read_evidence, read_items, read_ledger_summary
 from pipeline.snapshot import read_table
 from pipeline.storage import (
+    file_sha256,
     read_parquet,
     write_json_atomic,
     write_parquet_atomic,
@@ -195,14 +196,6 @@ def read_release_table(workdir: str | Path, snapshot: str, name: str) -> pa.Tabl
         expected_table=f"release_{name}" if name != "sentence_labels" else "sentence_labels",
         max_schema_version=SCHEMA_VERSION,
     )
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _previous_snapshot(workdir: Path, snapshot: str) -> str | None:
@@ -372,7 +365,7 @@ def _inputs_digest(workdir: Path, snapshot: str, config_hash: str) -> str:
     h = hashlib.sha256(config_hash.encode())
     h.update(read_ledger_summary(workdir, snapshot).inputs_digest.encode())
     for name in ("items.parquet", "evidence.parquet"):
-        h.update(_sha256(ledger_dir(workdir, snapshot) / name).encode())
+        h.update(file_sha256(ledger_dir(workdir, snapshot) / name).encode())
     return h.hexdigest()[:16]
 
 
@@ -484,7 +477,7 @@ def build_release(
         write_text_atomic(tmp / "README.md", dataset_card(manifest, history))
         manifest.files = {
             p.name: {
-                "sha256": _sha256(p),
+                "sha256": file_sha256(p),
                 "bytes": p.stat().st_size,
                 **({"rows": pq.read_metadata(p).num_rows} if p.suffix == ".parquet" else {}),
             }
@@ -676,8 +669,8 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
         path = out / name
         if not path.exists():
             problems.append(f"{path}: listed in manifest.json but missing")
-        elif _sha256(path) != meta["sha256"]:
-            problems.append(f"{path}: sha256 {_sha256(path)} != manifest {meta['sha256']}")
+        elif file_sha256(path) != meta["sha256"]:
+            problems.append(f"{path}: sha256 {file_sha256(path)} != manifest {meta['sha256']}")
     if problems:
         return problems  # tables cannot be trusted past a checksum failure
     tables: dict[str, pa.Table] = {}

@@ -15,6 +15,7 @@ from pipeline.errors import ConfigError
 from pipeline.generate.contradiction import LLMContradictionChecker
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.llm import (
+    PACKAGED_SMOLLM2,
     CachedLLM,
     CostLedger,
     LLMBackend,
@@ -97,5 +98,12 @@ def llm_from_config(cfg: Config, workdir: str | Path) -> LLMSetup:
 
 
 def checker_from_config(cfg: Config, llm: LLMSetup) -> LLMContradictionChecker | None:
-    """GrowOVER's LLM double-check of changed pairs, unless switched off."""
-    return LLMContradictionChecker(llm.backend) if cfg.llm.verify_contradictions else None
+    """GrowOVER's LLM double-check of changed pairs, unless switched off or the only model
+    at hand is the packaged 135M one (it cannot judge contradictions: changes then stay
+    ``verified = false``, as when no LLM is configured)."""
+    if not cfg.llm.verify_contradictions:
+        return None
+    if llm.kind == "transformers" and cfg.llm.local_model == PACKAGED_SMOLLM2:
+        log.info("no capable LLM configured: changed sentences stay unverified")
+        return None
+    return LLMContradictionChecker(llm.backend)

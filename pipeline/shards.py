@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +22,12 @@ import pyarrow.parquet as pq
 from pipeline.storage import AtomicParquetWriter, write_json_atomic, write_parquet_atomic
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def chunked(items: Sequence[T], size: int) -> list[list[T]]:
+    """``items`` cut into consecutive shards of at most ``size`` (the last may be shorter)."""
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
 class ShardedOutput:

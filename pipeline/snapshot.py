@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from pipeline.errors import WikidriftError
 from pipeline.records import RawRevision
-from pipeline.shards import ShardedOutput
+from pipeline.shards import ShardedOutput, chunked
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
 from pipeline.storage import read_parquet, write_json_atomic
 from pipeline.text import SentenceSplitter, sentence_hash, wikitext_to_paragraphs
@@ -281,13 +281,12 @@ class SnapshotJob:
         empty for "every article the source holds", which is streamed instead."""
         keys: list[tuple[str, str | int]] = [("t", t) for t in self.selection.titles]
         keys += [("i", p) for p in self.selection.page_ids]
-        chunks = [keys[i : i + self.shard_size] for i in range(0, len(keys), self.shard_size)]
         return [
             ArticleSelection(
                 titles=tuple(str(v) for k, v in chunk if k == "t"),
                 page_ids=tuple(int(v) for k, v in chunk if k == "i"),
             )
-            for chunk in chunks
+            for chunk in chunked(keys, self.shard_size)
         ]
 
     def shards(self, *, attach: bool = False) -> ShardedOutput:

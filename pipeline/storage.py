@@ -6,6 +6,7 @@ and renamed into place, so a crash never leaves a half-written file under the fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -76,6 +77,15 @@ def cache_dir(workdir: str | Path) -> Path:
 EMBEDDING_CACHE = "embeddings.sqlite"
 NLI_CACHE = "nli.sqlite"
 LLM_CACHE = "llm_calls.sqlite"
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

@@ -42,6 +42,7 @@ from mwparserfromhell.nodes import (
 )
 from mwparserfromhell.wikicode import Wikicode
 
+from pipeline.dates import MONTH_NAMES, MONTH_NUMBERS
 from pipeline.errors import WikidriftError
 from pipeline.records import Paragraph
 
@@ -309,24 +310,6 @@ def _paragraph_texts(rendered: str) -> list[str]:
 # Number and date helpers
 # --------------------------------------------------------------------------------------
 
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-_MONTH_LOOKUP = {m.lower(): i for i, m in enumerate(_MONTHS, 1)} | {
-    m[:3].lower(): i for i, m in enumerate(_MONTHS, 1)
-}
-_MONTH_LOOKUP["sept"] = 9
 _ISO_DATE = re.compile(r"(-?\d{1,4})-(\d{1,2})(?:-(\d{1,2}))?(?:[T ].*)?")
 _PLAIN_NUMBER = re.compile(r"[-−+]?\d+(?:\.\d+)?")
 _YES = frozenset({"y", "yes", "on", "true", "1"})
@@ -347,7 +330,7 @@ def _month_number(value: str) -> int | None:
     if value.isdigit():
         n = int(value)
         return n if 1 <= n <= 12 else None
-    return _MONTH_LOOKUP.get(value)
+    return MONTH_NUMBERS.get(value)
 
 
 def _format_date(year: str, month: str = "", day: str = "", dmy: bool = False) -> str:
@@ -360,7 +343,7 @@ def _format_date(year: str, month: str = "", day: str = "", dmy: bool = False) -
     m = _month_number(month)
     if m is None:
         return " ".join(p.strip() for p in (day, month, year) if p.strip())
-    name = _MONTHS[m - 1]
+    name = MONTH_NAMES[m - 1]
     day = day.strip().lstrip("0")
     if not day:
         return f"{name} {year}"

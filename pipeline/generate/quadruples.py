@@ -22,6 +22,7 @@ from datetime import date, datetime
 from typing import Any
 
 from pipeline.config import GenerationConfig
+from pipeline.dates import MONTH_NUMBERS
 from pipeline.generate.items import (
     FieldError,
     Quadruple,
@@ -38,27 +39,6 @@ from pipeline.generate.selection import CHANGED, NEW, Article
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 
 _NULLS = {"", "null", "none", "n/a", "na", "unknown", "not given", "no date", "-"}
-_MONTHS = {
-    m: i
-    for i, names in enumerate(
-        [
-            ("jan", "january"),
-            ("feb", "february"),
-            ("mar", "march"),
-            ("apr", "april"),
-            ("may",),
-            ("jun", "june"),
-            ("jul", "july"),
-            ("aug", "august"),
-            ("sep", "sept", "september"),
-            ("oct", "october"),
-            ("nov", "november"),
-            ("dec", "december"),
-        ],
-        start=1,
-    )
-    for m in names
-}
 _MONTH = r"([a-z]+)\.?"
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ].*)?$"), "ymd"),
@@ -106,12 +86,12 @@ def normalize_timestamp(value: Any) -> str | None:
             out = _iso(int(g[0]), int(g[1]))
         elif shape == "y":
             out = _iso(int(g[0]))
-        elif shape == "dmy" and g[1] in _MONTHS:
-            out = _iso(int(g[2]), _MONTHS[g[1]], int(g[0]))
-        elif shape == "mdy" and g[0] in _MONTHS:
-            out = _iso(int(g[2]), _MONTHS[g[0]], int(g[1]))
-        elif shape == "my" and g[0] in _MONTHS:
-            out = _iso(int(g[1]), _MONTHS[g[0]])
+        elif shape == "dmy" and g[1] in MONTH_NUMBERS:
+            out = _iso(int(g[2]), MONTH_NUMBERS[g[1]], int(g[0]))
+        elif shape == "mdy" and g[0] in MONTH_NUMBERS:
+            out = _iso(int(g[2]), MONTH_NUMBERS[g[0]], int(g[1]))
+        elif shape == "my" and g[0] in MONTH_NUMBERS:
+            out = _iso(int(g[1]), MONTH_NUMBERS[g[0]])
         if out is not None:
             return out
     try:  # last resort: a full ISO datetime with zone, e.g. "2024-02-13T00:00:00+00:00"

@@ -70,9 +70,9 @@ from pipeline.generate.selection import (
 from pipeline.labeling import labels_dir, read_labels
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
-from pipeline.shards import ShardedOutput
+from pipeline.shards import ShardedOutput, chunked
 from pipeline.snapshot import is_complete, read_table, snapshot_dir
-from pipeline.storage import read_parquet, write_json_atomic
+from pipeline.storage import file_sha256, read_parquet, write_json_atomic
 from pipeline.validate import (
     GroundingNLI,
     ItemValidator,
@@ -139,11 +139,7 @@ def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSum
 
 
 def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()[:16]
+    return file_sha256(path)[:16]
 
 
 def _inputs_digest(
@@ -489,9 +485,8 @@ class GenerationJob:
         return generated_dir(self.workdir, self.snapshot)
 
     def parts(self) -> list[list[int]]:
-        """Page ids of each planned shard, in snapshot order."""
-        order = list(self.page_order)
-        return [order[i : i + self.shard_pages] for i in range(0, len(order), self.shard_pages)]
+        """Page ids of each planned shard, in order."""
+        return chunked(self.page_order, self.shard_pages)
 
     def shards(self, *, attach: bool = False) -> ShardedOutput:
         return ShardedOutput(

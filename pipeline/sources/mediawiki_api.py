@@ -27,6 +27,7 @@ from typing import Any
 
 import requests
 
+from pipeline.dates import MONTH_NAMES
 from pipeline.errors import ConfigError, SourceError, WikidriftError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, parse_timestamp, snapshot_cutoff
@@ -57,21 +58,6 @@ _TRANSIENT_EXCEPTIONS: tuple[type[BaseException], ...] = (
 _URL_RE = re.compile(r"(?:https?://|\bwww\.)\S+", re.IGNORECASE)
 _EMAIL_RE = re.compile(r"[^\s@<>()]+@[^\s@<>()]+\.[A-Za-z]{2,}")
 _MONTH_RE = re.compile(r"^(\d{4})-(\d{2})$")
-# English month names fixed here: calendar.month_name follows the process locale.
-_MONTH_NAMES = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 
 
 def check_user_agent(user_agent: str) -> str:
@@ -565,7 +551,7 @@ def _months(start_month: str, end_month: str) -> Iterator[tuple[int, int]]:
 
 def current_events_page_title(year: int, month: int) -> str:
     """The Portal:Current events month page, e.g. 'Portal:Current events/January 2023'."""
-    return f"Portal:Current events/{_MONTH_NAMES[month - 1]} {year}"
+    return f"Portal:Current events/{MONTH_NAMES[month - 1]} {year}"
 
 
 def current_events_titles(client: MediaWikiClient, start_month: str, end_month: str) -> list[str]:

@@ -1,0 +1,167 @@
+"""The `wikidrift` command line against real local servers: snapshots from the MediaWiki API
+and from a dump over HTTP, clear errors, dry-run cost estimates, and the schedule server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.snapshot import read_summary, read_table
+from tests.conftest import REPO_ROOT, STAGE_DATES, WIKISNAP, copy_workdir
+
+
+def _articles(tmp_path: Path, *titles: str) -> Path:
+    path = tmp_path / "articles.txt"
+    path.write_text("# test selection\n" + "\n".join(titles) + "\n")
+    return path
+
+
+def test_snapshot_from_the_mediawiki_api(tmp_path: Path, capsys) -> None:
+    from tests.servers.mediawiki_api_server import MediaWikiApiServer
+
+    articles = _articles(tmp_path, "Sam Altman", "Sony Music Entertainment", "No such page")
+    with MediaWikiApiServer(WIKISNAP) as server:
+        code = main(
+            [
+                "snapshot",
+                "--source",
+                "api",
+                "--input",
+                server.url,
+                "--date",
+                "2024-06-01",
+                "--workdir",
+                str(tmp_path / "w"),
+                "--articles",
+                str(articles),
+            ]
+        )
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert code == 0
+    assert out.startswith("articles=2 sentences=") and "not_delivered=1" in out
+    titles = set(read_table(tmp_path / "w", "2024-06-01", "articles")["title"].to_pylist())
+    assert titles == {"Sam Altman", "Sony Music"}  # the redirect resolved to its target
+    assert read_summary(tmp_path / "w", "2024-06-01").not_delivered == [
+        "title 'No such page' (missing)"
+    ]
+
+
+def test_snapshot_from_a_dump_over_http(tmp_path: Path, capsys) -> None:
+    from tests.servers.dump_server import DumpServer, build_multistream_dump, wikisnap_revisions
+
+    built = build_multistream_dump(
+        wikisnap_revisions(WIKISNAP, "2024-06-01"), tmp_path / "srv", pages_per_stream=4
+    )
+    articles = _articles(tmp_path, "Dark energy", "LIGO")
+    with DumpServer(built.root) as server:
+        url = f"{server.base_url}/enwiki/20240601/"
+        code = main(
+            [
+                "snapshot",
+                "--source",
+                "dump",
+                "--input",
+                url,
+                "--date",
+                "2024-06-01",
+                "--workdir",
+                str(tmp_path / "w"),
+                "--articles",
+                str(articles),
+            ]
+        )
+        ranges = [r.range for r in server.requests if r.range]
+    assert code == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("articles=2 ")
+    assert len(ranges) == 2  # only the two streams holding the articles were fetched
+
+
+def test_snapshot_errors_are_one_clear_line(tmp_path: Path, capsys) -> None:
+    args = [
+        "snapshot",
+        "--source",
+        "revisions-dir",
+        "--date",
+        "2024-06-01",
+        "--workdir",
+        str(tmp_path),
+    ]
+    assert main(args) == 2
+    assert "needs --input FOLDER" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[align]\nunchanged_threshold = 2\n")
+    assert main([*args, "--input", str(WIKISNAP), "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "align.unchanged_threshold = 2" in err and "Traceback" not in err
+
+
+def test_generate_dry_run_estimates_without_calling(
+    stage_workdir: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.scripted_llm import openai_responder
+    from tests.servers.openai_server import OpenAIServer
+
+    workdir = copy_workdir(stage_workdir, tmp_path / "w")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    config = tmp_path / "c.toml"
+    with OpenAIServer(openai_responder) as server:
+        config.write_text(f'[llm]\nbackend = "openai"\nbase_url = "{server.url}"\n')
+        code = main(
+            [
+                "generate",
+                "--snapshot",
+                STAGE_DATES[0],
+                "--dry-run",
+                "--workdir",
+                str(workdir),
+                "--profile",
+                "offline",
+                "--config",
+                str(config),
+            ]
+        )
+        assert server.chat_requests == []
+    out = capsys.readouterr().out
+    assert code == 0 and "dry run 2024-01-01: requests=" in out and "cost_usd<=" in out
+    assert int(out.split("requests=")[1].split()[0]) > 0
+
+
+def test_serve_starts_a_scheduled_deployment(tmp_path: Path) -> None:
+    env = os.environ | {"PREFECT_HOME": str(tmp_path / "prefect")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "serve",
+            "--workdir",
+            str(tmp_path / "w"),
+            "--profile",
+            "offline",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    seen = ""
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and "is being served" not in seen:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            seen += line
+    finally:
+        os.killpg(proc.pid, 9)
+        proc.wait(30)
+    assert "serving deployment wikidrift-monthly (cron '0 6 21 * *')" in seen
+    assert "Your flow 'wikidrift-monthly' is being served" in seen, seen[-2000:]
