@@ -78,6 +78,9 @@ def _safe_name(text: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in text).strip("._") or "model"
 
 
+_JSON_START = "{"
+
+
 class TransformersBackend:
     """A local causal LM (see the module docstring). Loads lazily, on first use or
     :meth:`load`; ``load_seconds`` and ``loaded_from`` ("gguf", "converted", "pretrained")
@@ -101,6 +104,7 @@ class TransformersBackend:
         max_new_tokens: int | None = None,
         dtype: str = "auto",
         num_threads: int | None = None,
+        schema_in_prompt: bool = False,
     ) -> None:
         if not model or not model.strip():
             raise ConfigError("the transformers LLM backend needs a model (hub id, path, GGUF)")
@@ -119,6 +123,9 @@ class TransformersBackend:
         if num_threads is not None and num_threads < 1:
             raise ConfigError(f"num_threads must be >= 1, got {num_threads}")
         self.num_threads = num_threads
+        # Our prompts spell out the JSON shape they want; pasting the JSON schema as well makes
+        # small models copy the schema instead of answering (seen with SmolLM2-135M).
+        self.schema_in_prompt = schema_in_prompt
         self.load_seconds: float | None = None
         self.loaded_from: str | None = None
         self.converted_path: Path | None = None
@@ -265,16 +272,20 @@ class TransformersBackend:
     def _prompt(self, request: LLMRequest) -> str:
         assert self._tokenizer is not None
         messages = list(request.messages)
-        if request.json_schema is not None:
+        if request.json_schema is not None and self.schema_in_prompt:
             messages = with_json_instruction(messages, request.json_schema)
         if getattr(self._tokenizer, "chat_template", None):
-            text = self._tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True
+            text = str(
+                self._tokenizer.apply_chat_template(
+                    messages, tokenize=False, add_generation_prompt=True
+                )
             )
-            return str(text)
-        # Base models have no chat template: a plain transcript is the next best thing.
-        lines = [f"{m['role']}: {m['content']}" for m in messages]
-        return "\n".join(lines) + "\nassistant:"
+        else:
+            # Base models have no chat template: a plain transcript is the next best thing.
+            text = "\n".join(f"{m['role']}: {m['content']}" for m in messages) + "\nassistant:"
+        # The answer is started for the model: small models then write the JSON object asked
+        # for instead of prose (or a copy of the schema).
+        return text + _JSON_START if request.json_schema is not None else text
 
     def _max_new(self, request: LLMRequest) -> int:
         wanted = max(1, int(request.max_tokens))
@@ -368,6 +379,8 @@ class TransformersBackend:
             stop = next((i for i, tok in enumerate(row) if tok in eos), None)
             kept = row[: stop + 1] if stop is not None else row
             text = tokenizer.decode(kept, skip_special_tokens=True).strip()
+            if request.json_schema is not None:
+                text = _JSON_START + text  # the primed opening brace is part of the answer
             self.generated_tokens += len(kept)
             meta: dict[str, Any] = {
                 "finish_reason": "stop" if stop is not None else "length",

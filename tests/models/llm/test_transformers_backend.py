@@ -103,6 +103,10 @@ def test_smollm2_gguf_converts_once_then_loads_fast_and_generates(llm_model_cach
         assert response.cost_usd == 0.0
         assert response.parsed is None or isinstance(response.parsed, dict)
         assert response.meta["decoding"] == "greedy"
+    # A request for JSON gets its answer started with "{" (small models then write JSON).
+    assert responses[0].text.startswith("{") and not responses[1].text.startswith("{")
+    assert second._prompt(requests[0]).endswith("{")
+    assert '"properties"' not in second._prompt(requests[0])  # no schema pasted in the prompt
     tokens = sum(r.completion_tokens for r in responses)
     print(
         f"\nSmolLM2-135M: GGUF load+convert {gguf_seconds:.1f}s, converted load "
