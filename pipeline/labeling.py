@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -107,8 +107,10 @@ def labels_dir(workdir: str | Path, old: str, new: str) -> Path:
     return Path(workdir) / "labels" / f"{old}__{new}"
 
 
-def read_labels(workdir: str | Path, old: str, new: str) -> pa.Table:
-    """The sentence labels of a finished labeling run."""
+def read_labels(
+    workdir: str | Path, old: str, new: str, *, page_ids: Iterable[int] | None = None
+) -> pa.Table:
+    """The sentence labels of a finished labeling run (optionally only some pages)."""
     path = labels_dir(workdir, old, new)
     if not (path / "summary.json").exists():
         raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
@@ -116,6 +118,7 @@ def read_labels(workdir: str | Path, old: str, new: str) -> pa.Table:
         path / "sentence_labels.parquet",
         expected_table="sentence_labels",
         max_schema_version=SCHEMA_VERSION,
+        page_ids=page_ids,
     )
 
 

@@ -9,6 +9,9 @@ streams the shards into the final tables (atomic renames) and removes ``_work/``
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import json
 import logging
 import shutil
@@ -23,6 +26,15 @@ from pipeline.storage import AtomicParquetWriter, write_json_atomic, write_parqu
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def release_memory() -> None:
+    """Give freed memory back to the OS. Without it glibc keeps the fragments left by each
+    shard's model batches and tables, and a long run's peak RSS creeps up shard after shard
+    (measured: 824 -> 977 MB over 6 generation shards; flat at ~720 MB with the trim)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def chunked(items: Sequence[T], size: int) -> list[list[T]]:
@@ -101,6 +113,8 @@ class ShardedOutput:
                 schema_version=self.schema_version,
             )
         write_json_atomic(self.work / f"part-{index:05d}.done.json", meta)
+        # A finished shard is the natural point to hand its working memory back.
+        release_memory()
 
     def finalize(
         self, transform: Callable[[str, dict[str, Any], pa.Table], pa.Table] | None = None

@@ -147,12 +147,13 @@ def read_table(
             f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
         )
     path = snapshot_dir(workdir, snapshot_date) / f"{name}.parquet"
-    table = read_parquet(
-        path, expected_table=name, max_schema_version=SCHEMA_VERSION, columns=columns
+    return read_parquet(
+        path,
+        expected_table=name,
+        max_schema_version=SCHEMA_VERSION,
+        columns=columns,
+        page_ids=page_ids,
     )
-    if page_ids is not None:
-        table = table.filter(pc.is_in(table["page_id"], pa.array(list(page_ids), pa.int64())))
-    return table
 
 
 def selection_digest(selection: ArticleSelection) -> str:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -173,8 +173,11 @@ def read_parquet(
     expected_table: str,
     max_schema_version: int,
     columns: list[str] | None = None,
+    page_ids: Iterable[int] | None = None,
 ) -> pa.Table:
-    """Read a table written by :func:`write_parquet_atomic`, refusing unknown schema versions."""
+    """Read a table written by :func:`write_parquet_atomic`, refusing unknown schema versions.
+    ``page_ids`` keeps only those pages' rows, filtered while reading (batch by batch), so a
+    shard of a large table costs the memory of the shard, not of the table."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such table (has the stage that writes it run?)")
@@ -189,7 +192,11 @@ def read_parquet(
             f"{path}: schema version {version}; "
             f"this wikidrift reads versions 1..{max_schema_version}"
         )
-    return pq.read_table(path, columns=columns)
+    if page_ids is None:
+        return pq.read_table(path, columns=columns)
+    table = pq.read_table(path, columns=columns, filters=[("page_id", "in", list(page_ids))])
+    # The dataset reader drops the file's schema metadata; keep it like an unfiltered read.
+    return table.replace_schema_metadata(meta)
 
 
 def schema_version_of(path: str | Path) -> int:

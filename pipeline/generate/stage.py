@@ -236,7 +236,9 @@ def attach_labels(
     old_ids = set(
         read_table(workdir, previous, "articles", columns=["page_id"])["page_id"].to_pylist()
     )
-    labels = read_labels(workdir, previous, snapshot).to_pylist()
+    labels = read_labels(
+        workdir, previous, snapshot, page_ids=[a.page_id for a in articles]
+    ).to_pylist()
     by_page: dict[int, list[dict[str, Any]]] = {}
     for row in labels:
         if row["new_idx"] is not None:
