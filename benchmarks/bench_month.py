@@ -65,35 +65,53 @@ def run_stage(stage: str, config: dict) -> dict:
         when = OLD if stage == "snapshot_old" else NEW
         source, description = make_source(cfg, workdir, snapshot_date=date.fromisoformat(when))
         s = build_snapshot(
-            source, resolve_selection(cfg), date.fromisoformat(when), workdir,
-            splitter=SentenceSplitter(), source_description=description,
+            source,
+            resolve_selection(cfg),
+            date.fromisoformat(when),
+            workdir,
+            splitter=SentenceSplitter(),
+            source_description=description,
             shard_size=cfg.snapshot.shard_size,
         )
         return {"articles": s.articles, "parsed": 0 if s.already_built else s.parsed_articles}
     if stage == "label":
         embedder = base_embedder(cfg)
         s = label_snapshots(
-            workdir, OLD, NEW, make_labeler(cfg, workdir, embedder=embedder),
+            workdir,
+            OLD,
+            NEW,
+            make_labeler(cfg, workdir, embedder=embedder),
             shard_pages=cfg.snapshot.shard_size,
         )
-        return {"texts_embedded": embedder.texts_embedded, "nli_pairs": 0,
-                "already": s.already_done}
+        return {
+            "texts_embedded": embedder.texts_embedded,
+            "nli_pairs": 0,
+            "already": s.already_done,
+        }
     if stage == "generate":
         llm = llm_from_config(cfg, workdir)
         base = base_embedder(cfg)
         for snap, prev in ((OLD, None), (NEW, OLD)):
             s = generate_items(
-                workdir, snap, previous=prev, backend=llm.backend,
-                embedder=cached_embedder(base, workdir), cfg=cfg.generation,
+                workdir,
+                snap,
+                previous=prev,
+                backend=llm.backend,
+                embedder=cached_embedder(base, workdir),
+                cfg=cfg.generation,
                 shard_pages=cfg.snapshot.shard_size,
             )
-        return {"llm_calls": llm.backend.calls_made, "texts_embedded": base.texts_embedded,
-                "kept": s.kept}
+        return {
+            "llm_calls": llm.backend.calls_made,
+            "texts_embedded": base.texts_embedded,
+            "kept": s.kept,
+        }
     if stage == "release":
         for snap, prev in ((OLD, None), (NEW, OLD)):
             update_ledger(workdir, snap, prev)
-            m = build_release(workdir, snap, config=manifest_config(cfg),
-                              config_hash=cfg.stable_hash())
+            m = build_release(
+                workdir, snap, config=manifest_config(cfg), config_hash=cfg.stable_hash()
+            )
         return {"qa": m.counts["qa"]["total"], "already": m.already_built}
     raise ValueError(stage)
 
@@ -103,8 +121,15 @@ def _measure(stage: str, config_file: Path) -> dict:
     import psutil
 
     out = config_file.with_suffix(f".{stage}.json")
-    cmd = [sys.executable, "-m", "benchmarks.bench_month", "--child", stage, str(config_file),
-           str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_month",
+        "--child",
+        stage,
+        str(config_file),
+        str(out),
+    ]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, env=os.environ | {"HF_HUB_OFFLINE": "1"})
     ps = psutil.Process(proc.pid)
@@ -117,8 +142,11 @@ def _measure(stage: str, config_file: Path) -> dict:
         time.sleep(0.05)
     if proc.returncode != 0:
         raise SystemExit(f"stage {stage} failed with exit code {proc.returncode}")
-    return {"seconds": time.perf_counter() - started, "peak_rss_mb": peak / 2**20,
-            "result": json.loads(out.read_text())}
+    return {
+        "seconds": time.perf_counter() - started,
+        "peak_rss_mb": peak / 2**20,
+        "result": json.loads(out.read_text()),
+    }
 
 
 def main() -> None:
@@ -160,11 +188,15 @@ def main() -> None:
                 before = len(server.answered_bodies()) if server else 0
                 for stage in STAGES:
                     m = _measure(stage, config_file)
-                    print(f"articles={n} run={label} stage={stage} seconds={m['seconds']:.1f} "
-                          f"peak_rss_mb={m['peak_rss_mb']:.0f} {json.dumps(m['result'])}")
+                    print(
+                        f"articles={n} run={label} stage={stage} seconds={m['seconds']:.1f} "
+                        f"peak_rss_mb={m['peak_rss_mb']:.0f} {json.dumps(m['result'])}"
+                    )
                 if server:
-                    print(f"articles={n} run={label} llm_requests_at_server="
-                          f"{len(server.answered_bodies()) - before}")
+                    print(
+                        f"articles={n} run={label} llm_requests_at_server="
+                        f"{len(server.answered_bodies()) - before}"
+                    )
     finally:
         if server:
             server.stop()
