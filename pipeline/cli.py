@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the monthly flow on a schedule (Prefect deployment)")
     p.add_argument("--cron", help='cron schedule (default from config: "0 6 21 * *")')
-    _add_common(p)
+    _add_common(p, workdir_required=False)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("label", help="label sentences unchanged/changed/new/deleted")
