@@ -190,3 +190,42 @@ def test_monthly_dates() -> None:
     ]
     with pytest.raises(ValueError, match="empty"):
         monthly_dates("2024-02-01", "2024-01-01")
+
+
+def test_cli_run_builds_the_configured_dates(
+    reference: dict, llm_server, tmp_path: Path, capsys
+) -> None:
+    from pipeline.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[llm]\nbackend = "openai"\nbase_url = "{llm_server.url}"\n[snapshot]\nshard_size = 2\n'
+    )
+    articles = tmp_path / "articles.txt"
+    articles.write_text("Sam Altman\nDenver Nuggets\nSony Music\n")
+    code = main(
+        [
+            "run",
+            "--source",
+            "revisions-dir",
+            "--input",
+            str(REPO_ROOT.parent / "shared" / "wikisnap"),
+            "--dates",
+            "2024-01-01",
+            "--articles",
+            str(articles),
+            "--workdir",
+            str(tmp_path / "w"),
+            "--profile",
+            "offline",
+            "--config",
+            str(config),
+        ]
+    )
+    assert code == 0
+    assert "release wikidrift-2024-01-01: qa=" in capsys.readouterr().out
+    assert verify_release(tmp_path / "w", "2024-01-01") == []
+    # Same articles, same answers: the release equals the flow's reference release.
+    ref = reference["checksums"]
+    got = checksums(tmp_path / "w")
+    assert got["2024-01-01/qa.parquet"] == ref["2024-01-01/qa.parquet"]
