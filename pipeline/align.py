@@ -770,11 +770,3 @@ class SentenceLabeler:
                     SentenceLabel(w.old.page_id, None, [i], DELETED, "unmatched_old", "rule", text)
                 )
         return rows
-
-
-def count_labels(rows: Sequence[SentenceLabel]) -> dict[str, int]:
-    """Rows per label, every label present (zero when absent)."""
-    counts = dict.fromkeys(LABELS, 0)
-    for r in rows:
-        counts[r.label] += 1
-    return counts

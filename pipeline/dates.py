@@ -25,8 +25,3 @@ MONTH_NUMBERS: dict[str, int] = (
     | {m[:3].lower(): i for i, m in enumerate(MONTH_NAMES, 1)}
     | {"sept": 9}
 )
-
-
-def month_number(name: str) -> int | None:
-    """1-12 for a month name or abbreviation ("May", "sep.", "SEPT"), else None."""
-    return MONTH_NUMBERS.get(name.strip().lower().rstrip("."))

@@ -80,14 +80,6 @@ def annotator_problem(name: object) -> str | None:
     return None
 
 
-def check_annotator(name: object) -> str:
-    """``name`` when it is a valid annotator slug; raises WikidriftError otherwise."""
-    problem = annotator_problem(name)
-    if problem:
-        raise WikidriftError(problem)
-    return str(name)
-
-
 def public_task(task: dict[str, Any]) -> dict[str, Any]:
     """The task as annotators see it: without the pipeline's label or how it was decided."""
     view = {k: v for k, v in task.items() if k not in _HIDDEN_TASK_FIELDS}

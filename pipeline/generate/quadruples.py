@@ -32,7 +32,6 @@ from pipeline.generate.items import (
     index_field,
     response_reject,
     text_field,
-    to_json,
 )
 from pipeline.generate.prompts import load_prompt, number_sentences
 from pipeline.generate.selection import CHANGED, NEW, Article
@@ -182,8 +181,3 @@ def parse_quadruples(
         except FieldError as err:
             rejects.append(field_reject(*where, response, prompt_hash, err, record))
     return quads, rejects
-
-
-def quadruple_json(quad: Quadruple) -> str:
-    """A quadruple as JSON for the rejects table."""
-    return to_json(quad.row())

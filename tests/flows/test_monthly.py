@@ -229,3 +229,23 @@ def test_cli_run_builds_the_configured_dates(
     ref = reference["checksums"]
     got = checksums(tmp_path / "w")
     assert got["2024-01-01/qa.parquet"] == ref["2024-01-01/qa.parquet"]
+
+
+def test_initial_and_backfill_flows(llm_server, tmp_path: Path) -> None:
+    from flows.monthly import backfill_flow, initial_flow
+
+    workdir = tmp_path / "w"
+    config = flow_config(workdir, llm_server)
+    first = initial_flow(snapshot="2024-01-01", config=config)
+    assert first["release"]["release_id"] == "wikidrift-2024-01-01"
+    assert "label" not in first  # nothing to compare the first snapshot with
+    months = backfill_flow(start="2024-01-01", end="2024-03-01", config=config)
+    assert list(months) == ["2024-01-01", "2024-02-01", "2024-03-01"]
+    assert months["2024-01-01"]["release"]["already_built"]
+    # wikisnap holds no revision between 2024-01-01 and 2024-06-01: the later months change
+    # nothing, so every item is kept as unchanged and nothing new is generated.
+    march = read_manifest(workdir, "2024-03-01")
+    assert march.previous_release == "2024-02-01"
+    assert march.counts["qa"]["new"] == march.counts["qa"]["changed"] == 0
+    assert march.counts["qa"]["unchanged"] == march.counts["qa"]["total"] > 0
+    assert months["2024-03-01"]["label"]["counts"]["changed"] == 0
