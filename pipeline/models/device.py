@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from pipeline.errors import ConfigError, WikidriftError
+
+# While a model loads, transformers swaps class attributes for no-ops (PreTrainedModel.tie_weights
+# and init_weights, the torch.nn.init functions) and puts the saved ones back afterwards. Two
+# loads in different threads can save and restore each other's no-ops, which leaves weight tying
+# switched off for the rest of the process (a tied lm_head then stays on the meta device).
+# The flows load models from several threads, so every load goes through this one lock.
+_MODEL_LOAD_LOCK = threading.RLock()
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -27,3 +39,21 @@ def model_load_error(kind: str, name: str, exc: BaseException) -> WikidriftError
         "Face hub or already present in the local HF cache (HF_HOME); with HF_HUB_OFFLINE=1 "
         f"only cached models or local folders load. Cause: {type(exc).__name__}: {cause}"
     )
+
+
+@contextmanager
+def serialized_model_load() -> Iterator[None]:
+    """Hold the process-wide lock that every model load in wikidrift runs under."""
+    with _MODEL_LOAD_LOCK:
+        yield
+
+
+def require_materialized(model: Any, kind: str, name: str) -> None:
+    """Raise when a loaded torch model still has weights on the meta device (never filled in)."""
+    empty = [n for n, t in (*model.named_parameters(), *model.named_buffers()) if t.is_meta]
+    if empty:
+        shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        raise WikidriftError(
+            f"{kind} {name!r} loaded with weights that hold no data ({shown}): the checkpoint "
+            "lacks them and they were neither tied nor initialized"
+        )

@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from pipeline.errors import ConfigError, WikidriftError
-from pipeline.models.device import model_load_error, resolve_device
+from pipeline.models.device import (
+    model_load_error,
+    require_materialized,
+    resolve_device,
+    serialized_model_load,
+)
 from pipeline.models.vector_cache import VectorCache, text_key
 
 if TYPE_CHECKING:
@@ -105,9 +110,11 @@ class SentenceTransformerEmbedder:
             try:
                 from sentence_transformers import SentenceTransformer
 
-                model = SentenceTransformer(self.name_or_path, device=device)
+                with serialized_model_load():
+                    model = SentenceTransformer(self.name_or_path, device=device)
             except Exception as exc:
                 raise model_load_error("embedding model", self.name_or_path, exc) from exc
+            require_materialized(model, "embedding model", self.name_or_path)
             model.eval()
             self._model = model
             log.info("loaded sentence-transformers model %s on %s", self.name_or_path, device)
@@ -194,10 +201,12 @@ class SimCSEEmbedder:
 
         device = resolve_device(self.device)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
-            model, info = AutoModel.from_pretrained(self.name_or_path, output_loading_info=True)
+            with serialized_model_load():
+                tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
+                model, info = AutoModel.from_pretrained(self.name_or_path, output_loading_info=True)
         except Exception as exc:
             raise model_load_error("embedding model", self.name_or_path, exc) from exc
+        require_materialized(model, "embedding model", self.name_or_path)
         missing_pooler = [k for k in info.get("missing_keys", ()) if "pooler" in k]
         if self.pooler == "cls" and missing_pooler:
             # transformers would fill a missing pooler with random weights: silent garbage.

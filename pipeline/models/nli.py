@@ -18,7 +18,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pipeline.errors import ConfigError, WikidriftError
-from pipeline.models.device import model_load_error, resolve_device
+from pipeline.models.device import (
+    model_load_error,
+    require_materialized,
+    resolve_device,
+    serialized_model_load,
+)
 from pipeline.models.vector_cache import ResultCache, text_key
 
 log = logging.getLogger(__name__)
@@ -130,10 +135,12 @@ class HFNLIClassifier:
 
         device = resolve_device(self.device)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
-            model = AutoModelForSequenceClassification.from_pretrained(self.name_or_path)
+            with serialized_model_load():
+                tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
+                model = AutoModelForSequenceClassification.from_pretrained(self.name_or_path)
         except Exception as exc:
             raise model_load_error("NLI model", self.name_or_path, exc) from exc
+        require_materialized(model, "NLI model", self.name_or_path)
         id2label = self.label_map if self.label_map is not None else model.config.id2label
         try:
             columns = map_nli_labels(id2label)

@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, WikidriftError
-from pipeline.models.device import model_load_error, resolve_device
+from pipeline.models.device import (
+    model_load_error,
+    require_materialized,
+    resolve_device,
+    serialized_model_load,
+)
 from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.parsing import extract_json, with_json_instruction
 
@@ -170,32 +175,19 @@ class TransformersBackend:
                 self._load()
 
     def _load(self) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         started = time.perf_counter()
         source, gguf = self._source()
         self._device = resolve_device(self.device_request)
         dtype = self._dtype(self._device)
         try:
-            if gguf is None:
-                tokenizer = AutoTokenizer.from_pretrained(source)
-                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
-                self.loaded_from = "pretrained"
-            else:
-                target = self.cache_dir / _safe_name(Path(gguf).stem)
-                self.converted_path = target
-                if self._converted_is_current(target, source, gguf):
-                    tokenizer = AutoTokenizer.from_pretrained(target)
-                    model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype)
-                    self.loaded_from = "converted"
-                else:
-                    tokenizer, model = self._convert(source, gguf, target)
-                    model = model.to(dtype)
-                    self.loaded_from = "gguf"
+            with serialized_model_load():
+                tokenizer, model = self._load_weights(source, gguf, dtype)
         except WikidriftError:
             raise
         except Exception as exc:
             raise model_load_error("LLM", self.model, exc) from exc
+        require_materialized(model, "LLM", self.model)
         # Left padding keeps every prompt's last token at the end, where generation starts.
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
@@ -212,6 +204,25 @@ class TransformersBackend:
             self.load_seconds,
             self._device,
         )
+
+    def _load_weights(
+        self, source: str, gguf: str | None, dtype: Any
+    ) -> tuple[PreTrainedTokenizerBase, PreTrainedModel]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if gguf is None:
+            self.loaded_from = "pretrained"
+            tokenizer = AutoTokenizer.from_pretrained(source)
+            return tokenizer, AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        target = self.cache_dir / _safe_name(Path(gguf).stem)
+        self.converted_path = target
+        if self._converted_is_current(target, source, gguf):
+            self.loaded_from = "converted"
+            tokenizer = AutoTokenizer.from_pretrained(target)
+            return tokenizer, AutoModelForCausalLM.from_pretrained(target, dtype=dtype)
+        self.loaded_from = "gguf"
+        tokenizer, model = self._convert(source, gguf, target)
+        return tokenizer, model.to(dtype)
 
     @staticmethod
     def _source_fingerprint(source: str, gguf: str) -> dict[str, Any]:
@@ -243,6 +254,7 @@ class TransformersBackend:
         model.hf_quantizer = None
         if getattr(model.config, "quantization_config", None) is not None:
             del model.config.quantization_config
+        require_materialized(model, "LLM", self.model)  # before it is written to the cache
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
         try:
