@@ -154,10 +154,6 @@ _STOPWORDS = frozenset(
 _TOKEN = re.compile(r"\w+")
 
 
-def _content_words(text: str) -> set[str]:
-    return {t for t in _TOKEN.findall(_fold(text)) if t not in _STOPWORDS}
-
-
 def normalize_entity(text: str) -> str:
     """Case-folded entity text with typographic quotes unified and a leading article, a
     possessive "'s" and edge punctuation dropped: "Cisco Systems Inc’s" -> "cisco systems inc",
@@ -176,23 +172,88 @@ def extract_facts(text: str, entities: Iterable[tuple[str, str]] = ()) -> Facts:
     return Facts(frozenset(extract_numbers(rest)), frozenset(dates), frozenset(ents))
 
 
+# "U.S." and "U.S.A." are one word each ("us", "usa") before the words are compared.
+_DOTTED_ACRONYM = re.compile(r"\b[^\W\d_](?:\.[^\W\d_])+\.?")
+# The one alias that initials cannot explain and that real edits swap back and forth.
+_WORD_ALIASES = {"usa": "us"}
+_MAX_INITIALS = 6  # the longest run of words an acronym is looked up in
+
+
+def _name_words(text: str) -> list[str]:
+    """Content words in order, dotted acronyms joined ("U.S. Capitol" -> ["us", "capitol"])."""
+    folded = _DOTTED_ACRONYM.sub(lambda m: m.group().replace(".", ""), _fold(text))
+    words = (w for w in _TOKEN.findall(folded) if w not in _STOPWORDS)
+    return [_WORD_ALIASES.get(w, w) for w in words]
+
+
+def _initials(words: list[str], shortest: int = 2) -> set[str]:
+    """Initials of every run of ``shortest`` to _MAX_INITIALS consecutive words."""
+    return {
+        "".join(w[0] for w in words[i:j])
+        for i in range(len(words))
+        for j in range(i + shortest, min(i + _MAX_INITIALS, len(words)) + 1)
+    }
+
+
+def _covers(words: list[str], name: list[str]) -> bool:
+    """Whether every word of ``name`` is one of ``words`` or the initials of a run of them
+    ("fda" in "Food and Drug Administration", "us" in "United States")."""
+    present = set(words)
+    missing = [w for w in name if w not in present]
+    return not missing or set(missing) <= _initials(words)
+
+
+def _still_named(name: list[str], words: list[str]) -> bool:
+    """Whether a sentence with ``words`` names the entity ``name``: in full, or by an acronym of
+    three letters or more ("FDA" for the "US Food and Drug Administration"; two letters would
+    take the pronoun "us" for the "United States")."""
+    return _covers(words, name) or not _initials(name, shortest=3).isdisjoint(words)
+
+
+def _renamed(entity: str, others: frozenset[str]) -> bool:
+    """Whether ``entity`` and one of ``others`` are two names for one thing: one name inside
+    the other ("FC Porto" / "Porto", "Hulu.com" / "Hulu"), an acronym of it ("FDA") or the same
+    letters spaced differently ("NBCUniversal" / "NBC Universal")."""
+    words = _name_words(entity)
+    for other in others:
+        other_words = _name_words(other)
+        if not (words and other_words):
+            continue
+        if _covers(words, other_words) or _covers(other_words, words):
+            return True
+        if "".join(words) == "".join(other_words):
+            return True
+    return False
+
+
 def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> list[str]:
     """What differs between the facts of two sentences, as short human-readable strings; empty
-    when they state the same numbers, dates and entities. An entity counts as differing only if
-    one of its words (case-folded, accents dropped, ignoring "the", "of"...) is absent from the
-    other sentence: NER tags "East Division" but not "East division", and "Department of the
-    Interior" names the same thing as "Department of Interior"."""
+    when they state the same numbers, dates and entities.
+
+    An entity tagged in one sentence only counts as differing when the other sentence neither
+    still names it (its content words, case-folded, accents dropped, ignoring "the", "of"...,
+    their initials, or its acronym: NER tags "East Division" but not "East division", "U.S.
+    Capitol" is the "United States Capitol") nor tags a variant of its name in its place
+    ("FC Porto" -> "Porto", "US Food and Drug Administration" -> "FDA", "USA" -> "US"). A
+    variant only counts when the old name is no longer tagged: "Warner Bros. Games" added next
+    to a "Warner Bros." that stays is a new entity."""
     diffs = []
     for kind in ("numbers", "dates"):
         a, b = getattr(old_facts, kind), getattr(new_facts, kind)
         if a != b:
             diffs.append(f"{kind}: {sorted(a - b)} -> {sorted(b - a)}")
-    old_words, new_words = _content_words(old), _content_words(new)
+    only_old = old_facts.entities - new_facts.entities
+    only_new = new_facts.entities - old_facts.entities
+    old_words, new_words = _name_words(old), _name_words(new)
     gone = sorted(
-        e for e in old_facts.entities - new_facts.entities if not _content_words(e) <= new_words
+        e
+        for e in only_old
+        if not _still_named(_name_words(e), new_words) and not _renamed(e, only_new)
     )
     added = sorted(
-        e for e in new_facts.entities - old_facts.entities if not _content_words(e) <= old_words
+        e
+        for e in only_new
+        if not _still_named(_name_words(e), old_words) and not _renamed(e, only_old)
     )
     if gone or added:
         diffs.append(f"entities: {gone} -> {added}")

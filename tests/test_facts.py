@@ -96,3 +96,72 @@ def test_entities_compare_casefolded_and_by_presence() -> None:
 def test_formatting_variants_state_the_same_facts(old: str, new: str) -> None:
     fa, fb = FactExtractor().extract_many([old, new])
     assert fact_differences(old, new, fa, fb) == []
+
+
+# Naming variants from real edits in wikisnap that the guard used to flag as changed facts.
+_WARNER_OLD = (
+    "Warner bought out American Express's half in 1984 and sold the venture a year later to "
+    "the original iteration of Viacom, which renamed it MTV Networks."
+)
+_SEMAGLUTIDE = (
+    "In June 2021, a higher-dose version for injectable use sold under the brand name Wegovy "
+    "was approved by the {} as an anti-obesity medication for long-term weight management."
+)
+_TEAMS = "Sixteen teams participated (some by invitation): {} (Italy), AGF Aarhus (Denmark)."
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (_TEAMS.format("AC Milan"), _TEAMS.format("Milan")),
+        (_TEAMS.format("Milan"), _TEAMS.format("AC Milan")),
+        (
+            "Barcelona hold the record, followed by FC Porto and Bayern Munich on 24.",
+            "Barcelona hold the record, followed by Porto and Bayern Munich on 24.",
+        ),
+        (_WARNER_OLD, _WARNER_OLD.replace("Warner", "Warner Communications")),
+        (
+            _SEMAGLUTIDE.format("US Food and Drug Administration"),
+            _SEMAGLUTIDE.format("US Food and Drug Administration (FDA)"),
+        ),
+        (_SEMAGLUTIDE.format("US Food and Drug Administration (FDA)"), _SEMAGLUTIDE.format("FDA")),
+        (
+            "the investigations into the January 6 United States Capitol attack",
+            "the investigations into the January 6 U.S. Capitol attack",
+        ),
+        (
+            "the agency was downplaying the risk of peak oil under pressures from the USA.",
+            "the agency was downplaying the risk of peak oil under pressures from the US.",
+        ),
+        (
+            "General Electric merged it with NBC to form NBCUniversal.",
+            "General Electric merged it with NBC to form NBC Universal.",
+        ),
+    ],
+)
+def test_naming_variants_are_not_fact_changes(old: str, new: str) -> None:
+    fa, fb = FactExtractor().extract_many([old, new])
+    assert fact_differences(old, new, fa, fb) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "added"),
+    [
+        # A longer name next to the old one that stays is a new entity, not a rename.
+        (
+            "Its units include the flagship Warner Bros. studios and DC Entertainment.",
+            "Its units include the flagship Warner Bros. studios, Warner Bros. Games and DC "
+            "Entertainment.",
+            "warner bros. games",
+        ),
+        (
+            "The club was bought by Manchester City in 2010.",
+            "The club was bought by Manchester United in 2010.",
+            "manchester united",
+        ),
+    ],
+)
+def test_real_entity_changes_still_count(old: str, new: str, added: str) -> None:
+    fa, fb = FactExtractor().extract_many([old, new])
+    diffs = fact_differences(old, new, fa, fb)
+    assert len(diffs) == 1 and added in diffs[0]
