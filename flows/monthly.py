@@ -27,6 +27,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.progress import report
 from pipeline.config import Config
+from pipeline.errors import ConfigError, UnknownHostError
 from pipeline.generate.stage import (
     GenerationJob,
     finalize_generation,
@@ -168,6 +169,16 @@ def generate_shard(config: dict[str, Any], job: GenerationJob, index: int) -> di
     return {"index": index, "usage": meta["usage"], "skipped": meta.get("skipped")}
 
 
+def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect retry condition for network tasks: not when retrying cannot help (a host that
+    does not resolve, a bad config value)."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:  # the result could not be read back: keep the retry policy
+        return True
+    return not isinstance(exc, UnknownHostError | ConfigError)
+
+
 def _run_shards(shard_task: Any, config: dict[str, Any], job: Any, n: int) -> list[Any]:
     futures = [shard_task.submit(config, job, i) for i in range(n)]
     return [f.result() for f in futures]
@@ -196,7 +207,9 @@ def _snapshot_stage(cfg: Config, config: dict[str, Any], snapshot: str) -> dict[
     if stored is None:
         if job.parts():
             retrying = snapshot_shard.with_options(
-                retries=cfg.flow.network_retries, retry_delay_seconds=[10, 60, 300]
+                retries=cfg.flow.network_retries,
+                retry_delay_seconds=[10, 60, 300],
+                retry_condition_fn=worth_retrying,
             )
             _run_shards(retrying, config, job, len(job.parts()))
         else:

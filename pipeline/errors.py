@@ -21,3 +21,7 @@ class DumpNotReadyError(SourceError):
 
 class IntegrityError(SourceError):
     """Downloaded bytes do not match the checksum the server published, or a stream is truncated."""
+
+
+class UnknownHostError(SourceError):
+    """A source's host name does not resolve (no network, or a wrong URL): retrying cannot help."""

@@ -63,6 +63,7 @@ import requests
 from pipeline.errors import ConfigError, DumpNotReadyError, IntegrityError, SourceError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, parse_timestamp, snapshot_cutoff
+from pipeline.sources.network import host_does_not_resolve, unknown_host_error
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -1238,6 +1239,8 @@ class DumpClient:
                     url, headers=request_headers, stream=True, timeout=self._timeout_s
                 )
             except (requests.ConnectionError, requests.Timeout) as exc:
+                if host_does_not_resolve(exc):
+                    raise unknown_host_error("dump download", url, exc) from exc
                 if attempt >= self._max_retries:
                     raise SourceError(
                         f"{url}: unreachable after {attempt + 1} tries: {exc}"

@@ -31,6 +31,7 @@ from pipeline.dates import MONTH_NAMES
 from pipeline.errors import ConfigError, SourceError, WikidriftError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, parse_timestamp, snapshot_cutoff
+from pipeline.sources.network import host_does_not_resolve, unknown_host_error
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +242,8 @@ class MediaWikiClient:
             body = resp.content
         except _TRANSIENT_EXCEPTIONS as exc:
             self._count(0, 0)
+            if host_does_not_resolve(exc):
+                raise unknown_host_error("MediaWiki API", self.endpoint, exc) from exc
             return _Retry(f"{type(exc).__name__}: {exc}")
         except requests.RequestException as exc:
             self._count(0, 0)
