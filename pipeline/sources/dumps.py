@@ -1240,7 +1240,7 @@ class DumpClient:
                 )
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if host_does_not_resolve(exc):
-                    raise unknown_host_error("dump download", url, exc) from exc
+                    raise unknown_host_error("dump download", url) from exc
                 if attempt >= self._max_retries:
                     raise SourceError(
                         f"{url}: unreachable after {attempt + 1} tries: {exc}"

@@ -243,7 +243,7 @@ class MediaWikiClient:
         except _TRANSIENT_EXCEPTIONS as exc:
             self._count(0, 0)
             if host_does_not_resolve(exc):
-                raise unknown_host_error("MediaWiki API", self.endpoint, exc) from exc
+                raise unknown_host_error("MediaWiki API", self.endpoint) from exc
             return _Retry(f"{type(exc).__name__}: {exc}")
         except requests.RequestException as exc:
             self._count(0, 0)

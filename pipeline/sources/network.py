@@ -43,7 +43,7 @@ def host_does_not_resolve(exc: BaseException) -> bool:
     )
 
 
-def unknown_host_error(what: str, url: str, exc: BaseException) -> UnknownHostError:
+def unknown_host_error(what: str, url: str) -> UnknownHostError:
     """The error to raise for a host that does not resolve, with what to do about it."""
     host = urlsplit(url).hostname or url
     return UnknownHostError(

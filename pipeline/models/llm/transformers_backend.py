@@ -175,7 +175,6 @@ class TransformersBackend:
                 self._load()
 
     def _load(self) -> None:
-
         started = time.perf_counter()
         source, gguf = self._source()
         self._device = resolve_device(self.device_request)
