@@ -220,89 +220,45 @@ def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:
     return fate, deleted_pages
 
 
+# Generated table -> (ledger kind, its id column, the columns the ledger copies as they are).
+_GENERATED_ITEMS = {
+    "qa": ("qa", "item_id", ("origin", "question", "answer", "previous_answer")),
+    "dialogue": ("dialogue_turn", "turn_id", ("dialogue_id", "turn_idx", "user", "expert")),
+    "quadruples": (
+        "quadruple",
+        "item_id",
+        ("subject", "relation", "object", "timestamp", "observed_at"),
+    ),
+}
+
+
 def _new_item_rows(workdir: Path, snapshot: str) -> tuple[list[dict], list[dict]]:
     """Ledger rows and evidence rows of the items generated at ``snapshot``."""
     items: list[dict] = []
     evidence: list[dict] = []
-
-    def add(item: dict, evid: list[int], text: str, item_type: str, page: int) -> None:
-        items.append(dict.fromkeys(ITEMS_SCHEMA.names) | item)
-        evidence.append(
-            {
-                "item_id": item["item_id"],
-                "snapshot": snapshot,
-                "page_id": page,
-                "evidence_sent_idx": list(evid),
-                "evidence_text": text,
-                "type": item_type,
-            }
-        )
-
     base = {"created_snapshot": snapshot, "valid_from": snapshot}
-    for r in read_generated(workdir, snapshot, "qa").to_pylist():
-        add(
-            base
-            | {
-                "item_id": r["item_id"],
-                "kind": "qa",
+    for table, (kind, id_column, copied) in _GENERATED_ITEMS.items():
+        for r in read_generated(workdir, snapshot, table).to_pylist():
+            item = base | {
+                "item_id": r[id_column],
+                "kind": kind,
                 "page_id": r["page_id"],
                 "title": r["title"],
                 "type_at_creation": r["type"],
-                "origin": r["origin"],
-                "question": r["question"],
-                "answer": r["answer"],
-                "previous_answer": r["previous_answer"],
                 "prompt_hash": r["prompt_hash"],
                 "generator": r["generator"],
-            },
-            r["evidence_sent_idx"],
-            r["evidence_text"],
-            r["type"],
-            r["page_id"],
-        )
-    for r in read_generated(workdir, snapshot, "dialogue").to_pylist():
-        add(
-            base
-            | {
-                "item_id": r["turn_id"],
-                "kind": "dialogue_turn",
-                "page_id": r["page_id"],
-                "title": r["title"],
-                "type_at_creation": r["type"],
-                "dialogue_id": r["dialogue_id"],
-                "turn_idx": r["turn_idx"],
-                "user": r["user"],
-                "expert": r["expert"],
-                "prompt_hash": r["prompt_hash"],
-                "generator": r["generator"],
-            },
-            r["evidence_sent_idx"],
-            r["evidence_text"],
-            r["type"],
-            r["page_id"],
-        )
-    for r in read_generated(workdir, snapshot, "quadruples").to_pylist():
-        add(
-            base
-            | {
-                "item_id": r["item_id"],
-                "kind": "quadruple",
-                "page_id": r["page_id"],
-                "title": r["title"],
-                "type_at_creation": r["type"],
-                "subject": r["subject"],
-                "relation": r["relation"],
-                "object": r["object"],
-                "timestamp": r["timestamp"],
-                "observed_at": r["observed_at"],
-                "prompt_hash": r["prompt_hash"],
-                "generator": r["generator"],
-            },
-            r["evidence_sent_idx"],
-            r["evidence_text"],
-            r["type"],
-            r["page_id"],
-        )
+            }
+            items.append(dict.fromkeys(ITEMS_SCHEMA.names) | item | {c: r[c] for c in copied})
+            evidence.append(
+                {
+                    "item_id": r[id_column],
+                    "snapshot": snapshot,
+                    "page_id": r["page_id"],
+                    "evidence_sent_idx": list(r["evidence_sent_idx"]),
+                    "evidence_text": r["evidence_text"],
+                    "type": r["type"],
+                }
+            )
     return items, evidence
 
 
