@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from pipeline.dates import MONTH_NAMES
+
 API_PATH = "/w/api.php"
 
 # Real enwiki redirects to wikisnap articles (title -> target title).
@@ -50,21 +52,6 @@ NAMESPACES: dict[str, int] = {
     "Category": 14,
     "Portal": 100,
 }
-
-MONTH_NAMES = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 
 # Characters MediaWiki never allows in a title.
 _ILLEGAL_TITLE_CHARS = set("#<>[]|{}")
