@@ -338,13 +338,7 @@ def render_markdown(report: AnnotationReport) -> str:
     out.append("")
     split = [r for r in report.results if r.n_raters >= 2 and not r.unanimous]
     if split:
-        out.append("| task | label | verdict | sentence | votes |")
-        out.append("|---|---|---|---|---|")
-        for r in split:
-            out.append(
-                f"| {r.task_id} | {r.label} | {_verdict_text(r.verdict)} | "
-                f"{_cell(r.title + ': ' + r.sentence)} | {_cell(_votes_text(r.votes), 400)} |"
-            )
+        out.extend(_task_rows(split))
     else:
         out.append("None: every task with two or more raters was judged unanimously.")
     out.append("")
@@ -353,17 +347,22 @@ def render_markdown(report: AnnotationReport) -> str:
     out.append("")
     wrong = [r for r in report.results if r.correct is False]
     if wrong:
-        out.append("| task | label | verdict | sentence | votes |")
-        out.append("|---|---|---|---|---|")
-        for r in wrong:
-            out.append(
-                f"| {r.task_id} | {r.label} | {_verdict_text(r.verdict)} | "
-                f"{_cell(r.title + ': ' + r.sentence)} | {_cell(_votes_text(r.votes), 400)} |"
-            )
+        out.extend(_task_rows(wrong))
     else:
         out.append("None.")
     out.append("")
     return "\n".join(out)
+
+
+def _task_rows(results: list[TaskResult]) -> list[str]:
+    """A Markdown table of tasks: id, pipeline label, verdict, sentence and votes."""
+    rows = ["| task | label | verdict | sentence | votes |", "|---|---|---|---|---|"]
+    rows.extend(
+        f"| {r.task_id} | {r.label} | {_verdict_text(r.verdict)} | "
+        f"{_cell(r.title + ': ' + r.sentence)} | {_cell(_votes_text(r.votes), 400)} |"
+        for r in results
+    )
+    return rows
 
 
 def write_report(
