@@ -244,6 +244,8 @@ def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> 
             diffs.append(f"{kind}: {sorted(a - b)} -> {sorted(b - a)}")
     only_old = old_facts.entities - new_facts.entities
     only_new = new_facts.entities - old_facts.entities
+    if not (only_old or only_new):
+        return diffs  # the common case: no sentence needs tokenizing
     old_words, new_words = _name_words(old), _name_words(new)
     gone = sorted(
         e
