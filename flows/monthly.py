@@ -25,7 +25,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.progress import report
+from pipeline import progress
 from pipeline.config import Config
 from pipeline.errors import ConfigError, UnknownHostError
 from pipeline.generate.stage import (
@@ -138,7 +138,7 @@ def snapshot_shard(config: dict[str, Any], job: SnapshotJob, index: int) -> dict
     """Fetch and parse one shard of articles (network: retried with backoff)."""
     rt = runtime(config)
     meta = build_snapshot_part(job, rt.source(job.snapshot), rt.splitter, index)
-    report("snapshot", len(meta["page_ids"]))
+    progress.advance(len(meta["page_ids"]))
     return {"index": index, "articles": len(meta["page_ids"]), "skipped": meta.get("skipped")}
 
 
@@ -146,14 +146,14 @@ def snapshot_shard(config: dict[str, Any], job: SnapshotJob, index: int) -> dict
 def snapshot_stream(config: dict[str, Any], job: SnapshotJob) -> None:
     """Build a snapshot of every article the source holds (streamed, not fanned out)."""
     rt = runtime(config)
-    stream_snapshot(job, rt.source(job.snapshot), rt.splitter, lambda n: report("snapshot", n))
+    stream_snapshot(job, rt.source(job.snapshot), rt.splitter, progress.advance)
 
 
 @task(name="label-shard", cache_policy=NO_CACHE)
 def label_shard(config: dict[str, Any], job: LabelJob, index: int) -> dict[str, Any]:
     """Label the sentences of one shard of pages."""
     meta = label_part(job, runtime(config).labeler, index)
-    report("label", len(meta["page_ids"]))
+    progress.advance(len(meta["page_ids"]))
     return {"index": index, "pages": len(meta["page_ids"]), "skipped": meta.get("skipped")}
 
 
@@ -165,7 +165,6 @@ def generate_shard(config: dict[str, Any], job: GenerationJob, index: int) -> di
     meta = generate_part(
         job, index, backend=rt.llm.backend, embedder=rt.cached_embedder, cfg=rt.cfg.generation
     )
-    report("generate", len(meta["page_ids"]))
     return {"index": index, "usage": meta["usage"], "skipped": meta.get("skipped")}
 
 
@@ -177,6 +176,10 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     except Exception:  # the result could not be read back: keep the retry policy
         return True
     return not isinstance(exc, UnknownHostError | ConfigError)
+
+
+def _label(stage: str, stored: object) -> str:
+    return f"{stage} (up to date)" if stored is not None else stage
 
 
 def _run_shards(shard_task: Any, config: dict[str, Any], job: Any, n: int) -> list[Any]:
@@ -204,6 +207,8 @@ def _snapshot_stage(cfg: Config, config: dict[str, Any], snapshot: str) -> dict[
         shard_size=cfg.snapshot.shard_size,
     )
     stored = prepare_snapshot(job)
+    n = None if selection.is_all else len(selection.titles) + len(selection.page_ids)
+    progress.stage(_label(f"{snapshot} snapshot", stored), 0 if stored else n, "article")
     if stored is None:
         if job.parts():
             retrying = snapshot_shard.with_options(
@@ -237,6 +242,9 @@ def _label_stage(config: dict[str, Any], previous: str, snapshot: str) -> dict[s
         rt.cfg.workdir, previous, snapshot, rt.labeler, shard_pages=rt.cfg.snapshot.shard_size
     )
     stored = prepare_labels(job)
+    progress.stage(
+        _label(f"{snapshot} label", stored), 0 if stored else len(job.page_order), "article"
+    )
     if stored is None:
         _run_shards(label_shard, config, job, len(job.parts()))
         stored = finalize_labels(job, seconds=time.monotonic() - started)
@@ -263,6 +271,7 @@ def _generate_stage(config: dict[str, Any], previous: str | None, snapshot: str)
         shard_pages=rt.cfg.snapshot.shard_size,
     )
     stored = prepare_generation(job)
+    progress.stage(_label(f"{snapshot} generate", stored), 0, "LLM request")
     if stored is None:
         _run_shards(generate_shard, config, job, len(job.parts()))
         stored = finalize_generation(

@@ -7,8 +7,12 @@ the network, and the server's default start timeout is too short on 2 cores).
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pipeline.config import Config
 
@@ -20,11 +24,38 @@ PREFECT_DEFAULTS = {
 }
 
 
-def configure_prefect() -> None:
-    """Set Prefect's environment defaults (the user's own settings win). Call before
-    importing prefect."""
+def configure_prefect(log_path: Path | None = None) -> Path | None:
+    """Set Prefect's environment defaults (the user's own settings win). With ``log_path``,
+    Prefect's console output (flow and task states, the temporary server, tracebacks) goes to
+    that file instead, unless the user set ``PREFECT_LOGGING_SETTINGS_PATH``; returns the file
+    the logs go to. Call before importing prefect."""
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if log_path is None or "PREFECT_LOGGING_SETTINGS_PATH" in os.environ:
+        return None
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    settings = log_path.with_name("prefect-logging.yml")
+    settings.write_text(yaml.safe_dump(_file_logging(log_path), sort_keys=False))
+    os.environ["PREFECT_LOGGING_SETTINGS_PATH"] = str(settings)
+    return log_path
+
+
+def _file_logging(log_path: Path) -> dict[str, Any]:
+    """Prefect's own logging settings with every console handler writing to ``log_path``."""
+    spec = importlib.util.find_spec("prefect")
+    folder = Path(list(spec.submodule_search_locations or [])[0]) if spec else None
+    if folder is None:
+        raise RuntimeError("prefect is not installed")
+    config = yaml.safe_load((folder / "logging" / "logging.yml").read_text())
+    to_file = {
+        "level": 0,
+        "class": "logging.FileHandler",
+        "filename": str(log_path),
+        "encoding": "utf-8",
+    }
+    config["handlers"]["console"] = to_file | {"formatter": "standard"}
+    config["handlers"]["debug"] = to_file | {"formatter": "debug"}
+    return config
 
 
 def task_runner(cfg: Config) -> Any:

@@ -7,15 +7,20 @@ Ctrl-C exits 130 and the next identical command resumes where this one stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
+from pipeline.storage import logs_dir
 
 log = logging.getLogger("wikidrift")
 
@@ -105,7 +110,12 @@ def cmd_label(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {"align": {"faithful": True}} if args.faithful else {}
     cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
-    checker = checker_from_config(cfg, llm_from_config(cfg, workdir))
+    # The LLM (a local server to start, maybe) only when it double-checks contradictions.
+    checker = (
+        checker_from_config(cfg, llm_from_config(cfg, workdir))
+        if cfg.llm.verify_contradictions
+        else None
+    )
     labeler = make_labeler(cfg, workdir, naive=args.naive, checker=checker)
     with _progress(None, f"label {args.old} -> {args.new}") as bar:
         summary = label_snapshots(
@@ -144,7 +154,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     snapshot = args.snapshot.isoformat()
     previous = args.previous.isoformat() if args.previous else _previous_snapshot(workdir, snapshot)
     embedder = cached_embedder(base_embedder(cfg), workdir)
-    llm = llm_from_config(cfg, workdir)
+    llm = llm_from_config(cfg, workdir, start=not args.dry_run)
     if args.dry_run:
         requests = plan_requests(
             workdir, snapshot, previous=previous, embedder=embedder, cfg=cfg.generation
@@ -162,16 +172,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
             line += f" (local model {cfg.llm.local_model}: no cost)"
         print(line)
         return 0
-    summary = generate_items(
-        workdir,
-        snapshot,
-        previous=previous,
-        backend=llm.backend,
-        embedder=embedder,
-        cfg=cfg.generation,
-        force=args.force,
-        progress=lambda msg: log.info("generate %s: %s", snapshot, msg),
-    )
+    from pipeline import progress
+
+    with _console_progress():
+        progress.stage(f"{snapshot} generate", 0, "LLM request")
+        summary = generate_items(
+            workdir,
+            snapshot,
+            previous=previous,
+            backend=llm.backend,
+            embedder=embedder,
+            cfg=cfg.generation,
+            force=args.force,
+            progress=lambda msg: log.info("generate %s: %s", snapshot, msg),
+        )
     print(summary.line())
     if llm.ledger is not None:
         print(f"cost_usd={llm.ledger.spent_usd:.4f}")
@@ -328,36 +342,73 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _load(args, _run_overrides(args))
     if not cfg.snapshot.dates:
         raise WikidriftError("no snapshot dates: set snapshot.dates in the config or --dates")
-    configure_prefect()
+    workdir = Path(cfg.workdir)
+    dates = [d.isoformat() for d in cfg.snapshot.dates]
+    log_path = None if args.verbose else _log_to_file(logs_dir(workdir) / "run.log")
+    configure_prefect(log_path)
+    print(
+        f"wikidrift run: {len(dates)} release(s) {', '.join(dates)} into {workdir}/"
+        + (f" (details: {log_path})" if log_path else ""),
+        file=sys.stderr,
+    )
+    _start_llm_for(cfg, workdir)
     from flows.monthly import run_flow
-    from flows.progress import set_reporter
     from flows.runner import task_runner
 
-    with _progress(None, "run") as bar:
-
-        def advance(stage: str, articles: int) -> None:
-            bar.set_description(stage)
-            bar.update(articles)
-
-        set_reporter(advance)
-        try:
-            results = run_flow.with_options(task_runner=task_runner(cfg))(
-                dates=[d.isoformat() for d in cfg.snapshot.dates],
-                config=cfg.model_dump(mode="json"),
-            )
-        finally:
-            set_reporter(None)
-    for stages in results.values():
-        release = stages["release"]
-        qa = release["counts"]["qa"]["total"]
-        turns = release["counts"]["dialogue_turns"]["total"]
-        quads = release["counts"]["quadruples"]["current"]
-        state = " (already built)" if release["already_built"] else ""
-        print(
-            f"release {release['release_id']}: qa={qa} dialogue_turns={turns} "
-            f"quadruples={quads}{state}"
+    with _console_progress():
+        results = run_flow.with_options(task_runner=task_runner(cfg))(
+            dates=dates, config=cfg.model_dump(mode="json")
         )
+    from pipeline.release import run_summary
+
+    print(run_summary(workdir, sorted(results)))
     return 0
+
+
+def _log_to_file(path: Path) -> Path:
+    """Send every log record (ours, Prefect's, its temporary server's) to ``path`` instead of
+    the console, where only progress bars, one-line errors and the summary go."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    return path
+
+
+def _start_llm_for(cfg: Config, workdir: Path) -> None:
+    """Start the local LLM server before the flow when generation will need it, so every
+    worker (threads, or Dask processes started afterwards) shares one server."""
+    from pipeline.runtime import local_llm, resolve_llm_kind
+
+    g = cfg.generation
+    if resolve_llm_kind(cfg) != "local" or not (g.qa or g.dialogue or g.quadruples):
+        return
+    print(f"starting the local LLM ({cfg.llm.local_model}) ...", file=sys.stderr)
+    backend = local_llm(cfg, workdir)
+    server = backend.server
+    took = f" in {server.load_seconds:.0f}s" if server is not None else ""
+    print(
+        f"local LLM {backend.model} ready at {backend.base_url}{took} "
+        f"({cfg.llm.local_parallel} parallel slots; log: {logs_dir(workdir)}/llama-server.log)",
+        file=sys.stderr,
+    )
+
+
+@contextlib.contextmanager
+def _console_progress() -> Iterator[None]:
+    from pipeline import progress
+
+    reporter = progress.ConsoleProgress()
+    progress.set_reporter(reporter)
+    try:
+        yield
+    finally:
+        progress.set_reporter(None)
+        reporter.close()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -513,8 +564,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (a scheduler stopping the job): unwind like Ctrl-C, then exit 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _stop(code: int, message: str) -> int:
+    """Say why we stop, stop the local LLM server, and do not wait for busy worker threads:
+    what they finished is saved, what they did not is redone by the next identical command."""
+    from pipeline.models.llm.llamacpp_server import stop_shared_servers
+
+    print(f"wikidrift: {message}", file=sys.stderr)
+    stop_shared_servers()
+    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if busy and threading.current_thread() is threading.main_thread():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wikidrift`` console script."""
+    # Library progress bars (model loading) would tear the CLI's own bars apart.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -522,17 +598,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     func: Callable[[argparse.Namespace], int] = args.func
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
         return func(args)
     except WikidriftError as exc:
         print(f"wikidrift: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            "wikidrift: interrupted; finished work is kept, re-run the same command to resume",
-            file=sys.stderr,
-        )
-        return 130
+        return _stop(130, "interrupted; finished work is kept, re-run the same command to resume")
+    except Terminated:
+        return _stop(143, "terminated; finished work is kept, re-run the same command to resume")
+    finally:
+        from pipeline.models.llm.llamacpp_server import stop_shared_servers
+
+        stop_shared_servers()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

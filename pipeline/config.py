@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline.errors import ConfigError
+from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 
 REPO_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DEFAULT_CONFIG_PATH = REPO_DATA_DIR / "wikidrift.toml"
@@ -113,11 +114,14 @@ class AlignConfig(_Section):
 
 class LLMConfig(_Section):
     """The LLM that writes items and double-checks contradictions. ``backend = "auto"``: the
-    OpenAI model when ``OPENAI_API_KEY`` is set, else the local offline model."""
+    OpenAI model when ``OPENAI_API_KEY`` (or an OpenAI-compatible ``base_url``) is set, else
+    the local model on a llama.cpp server that wikidrift starts and stops itself."""
 
-    backend: Literal["auto", "openai", "transformers"] = "auto"
+    backend: Literal["auto", "openai", "local", "transformers"] = "auto"
     openai_model: str = "gpt-4o-2024-08-06"
-    local_model: str = "packaged:SmolLM2-135M-Instruct"
+    # local: packaged:<name> (a GGUF shipped in PyPI wheels) or a path to a .gguf file;
+    # transformers: a hub id or folder.
+    local_model: str = DEFAULT_LOCAL_MODEL
     base_url: str = ""  # OpenAI-compatible server (vLLM, Ollama, llama.cpp); "" = api.openai.com
     structured_outputs: Literal["auto", "on", "off"] = "auto"
     max_concurrency: int = Field(4, ge=1, le=64)
@@ -126,8 +130,14 @@ class LLMConfig(_Section):
     timeout_s: float = Field(120.0, gt=0)
     max_cost_usd: float = Field(0.0, ge=0)  # 0 = no budget limit
     batch_api: bool = False  # OpenAI Batch API: 50% cheaper, results within 24 h
+    # The local llama.cpp server: parallel slots (continuous batching), context per slot,
+    # CPU threads (0 = every usable core) and how long one answer may take on a slow CPU.
+    local_parallel: int = Field(4, ge=1, le=64)
+    local_ctx: int = Field(4096, ge=512, le=131072)
+    local_threads: int = Field(0, ge=0, le=512)
+    local_timeout_s: float = Field(900.0, gt=0)
+    # llm.backend = "transformers" only (a hub model in this process).
     local_batch_size: int = Field(8, ge=1)
-    # Caps every answer of the local model: on a CPU a small model writes ~10-20 tokens/s.
     local_max_new_tokens: int = Field(320, ge=16, le=4096)
     verify_contradictions: bool = True  # GrowOVER's LLM double-check of "changed" pairs
 
@@ -217,7 +227,17 @@ class Config(_Section):
 _TRANSPORT_KEYS = {
     "api": ("user_agent", "maxlag", "max_retries", "min_interval_s", "max_workers", "timeout_s"),
     "dump": ("cache_dir", "max_retries", "timeout_s"),
-    "llm": ("max_concurrency", "requests_per_minute", "max_retries", "timeout_s", "max_cost_usd"),
+    "llm": (
+        "max_concurrency",
+        "requests_per_minute",
+        "max_retries",
+        "timeout_s",
+        "max_cost_usd",
+        "local_parallel",
+        "local_ctx",
+        "local_threads",
+        "local_timeout_s",
+    ),
     "models": ("device", "embed_batch_size", "nli_batch_size"),
     "flow": ("task_runner", "workers", "dask_address", "dask_workers", "network_retries", "cron"),
 }
@@ -232,8 +252,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     },
     "offline": {
         "models": {"embedder": "packaged:all-MiniLM-L6-v2", "nli": ""},
-        # A 135M-parameter model cannot judge contradictions: changes stay verified=false.
-        "llm": {"backend": "transformers", "verify_contradictions": False},
+        # backend "auto" here never means OpenAI's API (see runtime.resolve_llm_kind).
+        "llm": {"verify_contradictions": False},
     },
 }
 

@@ -756,3 +756,40 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
                 f"snapshot {snap} page {page}"
             )
     return problems
+
+
+# --------------------------------------------------------------------------- summary
+_SUMMARY_KINDS = (
+    ("qa", "QA pairs"),
+    ("dialogue_turns", "dialogue turns"),
+    ("quadruples", "quadruples"),
+)
+
+
+def run_summary(workdir: str | Path, snapshots: list[str]) -> str:
+    """The end-of-run table: per release and kind, items new / changed / unchanged, retired
+    at that release and in all; then where the files are and how to load them."""
+    manifests = [read_manifest(workdir, snapshot) for snapshot in snapshots]
+    width = max(len("release"), *(len(m.release_id) for m in manifests)) + 2
+    header = f"{'release':<{width}}{'kind':<16}{'new':>7}{'changed':>9}{'unchanged':>11}"
+    header += f"{'retired':>9}{'total':>8}"
+    lines = [header, "-" * len(header)]
+    for manifest in manifests:
+        for i, (key, name) in enumerate(_SUMMARY_KINDS):
+            c = manifest.counts[key]
+            lines.append(
+                f"{manifest.release_id if i == 0 else '':<{width}}{name:<16}{c['new']:>7}"
+                f"{c['changed']:>9}{c['unchanged']:>11}{c['deleted']:>9}{c['total']:>8}"
+            )
+    last = release_dir(workdir, snapshots[-1])
+    lines += [
+        "",
+        f"releases: {releases_root(workdir)}/<date>/ (qa, dialogue, quadruples, sentence_labels,"
+        " retired .parquet; manifest.json; README.md dataset card)",
+        f"growth plot: {last / 'growth.png'}",
+        f"load: python -c \"import pandas as pd; print(pd.read_parquet('{last / 'qa.parquet'}'))\"",
+        f"   or: wikidrift export-hf --release {snapshots[-1]} --workdir {workdir} --out hf/ "
+        "then datasets.load_dataset('hf/', 'qa')",
+        f"check: wikidrift verify --release {snapshots[-1]} --workdir {workdir}",
+    ]
+    return "\n".join(lines)

@@ -24,8 +24,10 @@ from pipeline.models.llm import (
     OpenAIBatchRunner,
     TransformersBackend,
 )
+from pipeline.models.llm.llamacpp import LlamaCppBackend, start_local_llm
+from pipeline.models.llm.packaged import model_name
 from pipeline.models.vector_cache import VectorCache
-from pipeline.storage import EMBEDDING_CACHE, LLM_CACHE, cache_dir
+from pipeline.storage import EMBEDDING_CACHE, LLM_CACHE, cache_dir, logs_dir
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +50,41 @@ class LLMSetup:
 
     backend: LLMBackend
     ledger: CostLedger | None
-    kind: str  # "openai", "openai-batch", "transformers"
+    kind: str  # "openai", "openai-batch", "local", "transformers"
 
 
 def resolve_llm_kind(cfg: Config) -> str:
-    """``auto`` means the OpenAI model when ``OPENAI_API_KEY`` (or an OpenAI-compatible
-    ``base_url``) is configured, else the local offline model."""
+    """``auto``: an OpenAI-compatible ``base_url`` when one is configured, else OpenAI's API
+    when ``OPENAI_API_KEY`` is set (never under the ``offline`` profile), else the local
+    llama.cpp model."""
     kind = cfg.llm.backend
     if kind == "auto":
-        kind = "openai" if (cfg.openai_api_key or cfg.llm.base_url) else "transformers"
+        if cfg.llm.base_url or cfg.openai_api_key and cfg.profile != "offline":
+            kind = "openai"
+        else:
+            kind = "local"
     return kind
 
 
-def llm_from_config(cfg: Config, workdir: str | Path) -> LLMSetup:
+def local_llm(cfg: Config, workdir: str | Path, *, start: bool = True) -> LlamaCppBackend:
+    """The local llama.cpp backend of ``cfg``, its server started now if not running;
+    ``start=False``: a backend that only knows its name (for cache look-ups in dry runs)."""
+    if not start:
+        return LlamaCppBackend(model_name(cfg.llm.local_model), "")
+    return start_local_llm(
+        cfg.llm.local_model,
+        log_path=logs_dir(workdir) / "llama-server.log",
+        parallel=cfg.llm.local_parallel,
+        ctx_per_slot=cfg.llm.local_ctx,
+        threads=cfg.llm.local_threads,
+        timeout_s=cfg.llm.local_timeout_s,
+    )
+
+
+def llm_from_config(cfg: Config, workdir: str | Path, *, start: bool = True) -> LLMSetup:
     """The configured LLM: every call through the SQLite call cache, OpenAI calls priced and
-    stopped before ``max_cost_usd``, the Batch API when ``batch_api`` is set."""
+    stopped before ``max_cost_usd``, the Batch API when ``batch_api`` is set. ``start=False``
+    leaves a local server unstarted (dry runs only look at the cache)."""
     cache = LLMCallCache(cache_dir(workdir) / LLM_CACHE)
     kind = resolve_llm_kind(cfg)
     if kind == "openai":
@@ -86,8 +108,10 @@ def llm_from_config(cfg: Config, workdir: str | Path) -> LLMSetup:
             )
             return LLMSetup(runner, ledger, "openai-batch")
         return LLMSetup(CachedLLM(backend, cache), ledger, "openai")
+    if kind == "local":
+        return LLMSetup(CachedLLM(local_llm(cfg, workdir, start=start), cache), None, "local")
     if kind != "transformers":
-        raise ConfigError(f"llm.backend = {kind!r}: allowed: auto, openai, transformers")
+        raise ConfigError(f"llm.backend = {kind!r}: allowed: auto, openai, local, transformers")
     local = TransformersBackend(
         cfg.llm.local_model,
         device=cfg.models.device,
@@ -103,7 +127,7 @@ def checker_from_config(cfg: Config, llm: LLMSetup) -> LLMContradictionChecker |
     ``verified = false``, as when no LLM is configured)."""
     if not cfg.llm.verify_contradictions:
         return None
-    if llm.kind == "transformers" and cfg.llm.local_model == PACKAGED_SMOLLM2:
+    if llm.kind in ("local", "transformers") and cfg.llm.local_model == PACKAGED_SMOLLM2:
         log.info("no capable LLM configured: changed sentences stay unverified")
         return None
     return LLMContradictionChecker(llm.backend)

@@ -74,6 +74,11 @@ def cache_dir(workdir: str | Path) -> Path:
     return path
 
 
+def logs_dir(workdir: str | Path) -> Path:
+    """``<workdir>/logs``: the local LLM server's and Prefect's logs."""
+    return Path(workdir) / "logs"
+
+
 EMBEDDING_CACHE = "embeddings.sqlite"
 NLI_CACHE = "nli.sqlite"
 LLM_CACHE = "llm_calls.sqlite"

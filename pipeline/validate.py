@@ -6,17 +6,22 @@ keeps the item only when all passed, and its ``reason`` is the first failed chec
 stable code from :data:`REASONS` that the rejects table and the run summary count.
 
 Grounding is lexical by default: the normalized answer (lowercase, accents, punctuation and
-articles stripped, number words and thousands separators normalized) must occur in the
-normalized evidence, as a whole or part by part for a list answer ("X and Y"). When a model is
-available, ``grounding_nli(premise, hypothesis) -> bool`` gets a second say on answers the
-string test misses (premise = evidence text, hypothesis = question + answer).
+articles stripped, number words, thousands separators, dashes, quotes, possessives and acronym
+dots normalized, a minus sign kept) must occur in the normalized evidence, as a whole or part
+by part for a list answer ("X and Y"). When a model is available,
+``grounding_nli(premise, hypothesis) -> bool`` gets a second say on answers the string test
+misses (premise = evidence text, hypothesis = question + answer).
+
+Topic, give-away and dialogue-grounding checks compare *content words*: normalized tokens that
+are numbers, or at least three letters long and not a stopword / question word, with a light
+plural strip; words match when equal or when they share a long prefix ("founded" ~ "founder").
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, TypeVar
@@ -24,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 from pipeline.config import GenerationConfig
 
 if TYPE_CHECKING:  # runtime import would be circular (pipeline.generate imports this module)
-    from pipeline.generate.items import Dialogue, QAItem, Quadruple
+    from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
 
 GroundingNLI = Callable[[str, str], bool]
 T = TypeVar("T")
@@ -37,22 +42,35 @@ REASONS: dict[str, str] = {
     "wrong_type": "a key holds the wrong kind of value",
     # content checks (this module)
     "empty_field": "a required text is empty",
+    "contains_url": "the item or its evidence holds a URL, a web domain or an e-mail address",
     "evidence_out_of_range": "an evidence index is not a sentence of the article",
     "evidence_outside_input": "an evidence index names a sentence that was not in the prompt",
     "evidence_unlabeled": "a dialogue turn rests on a sentence without a decided label",
     "question_leans_on_text": "the question points at the source text",
+    "question_not_about_evidence": "the question shares no content word with the evidence or title",
     "turn_leans_on_text": "a dialogue utterance points at the source text",
+    "turn_not_grounded": "an expert utterance says things its cited sentence does not",
     "answer_too_long": "the answer has more words than allowed",
     "yes_no_answer": "the answer is yes/no instead of an entity",
     "answer_in_question": "the question already contains the answer",
+    "answerable_from_question": "it gives the answer away (all its words, or as a choice)",
     "answer_not_grounded": "the answer is not found in the evidence",
     "previous_answer_not_grounded": "the earlier answer is not found in the old sentence",
     "answers_identical": "earlier and current answers are the same after normalization",
     "bad_turn_count": "the dialogue has too few or too many turns",
     "bad_timestamp": "the timestamp is not YYYY, YYYY-MM or YYYY-MM-DD",
-    "timestamp_not_in_evidence": "the timestamp's year does not occur in the evidence",
-    "quadruple_not_grounded": "neither subject nor object occurs in the evidence",
+    "timestamp_not_in_evidence": "the timestamp's year, month or day is not in the evidence",
+    "relation_too_long": "the relation has more words than allowed",
+    "subject_equals_object": "subject and object are the same after normalization",
+    "quadruple_not_grounded": "the subject (or the title) or the object is not in the evidence",
+    "answer_did_not_change": "a changed QA's answer was already in the old sentence (or the "
+    "earlier answer is still in the new one)",
+    "repeated_turn": "an expert reply repeats an earlier reply of the same dialogue",
+    "garbled_text": "a letter of a script that the evidence does not use (a decoding glitch)",
     "duplicate": "the same question / fact was already kept for this article",
+    "object_too_long": "a quadruple's object is a clause rather than an entity or value",
+    "object_is_date": "a quadruple's object is a date (dates belong in the timestamp)",
+    "vague_entity": "a quadruple's subject or object is 'he' or 'the company', not a name",
 }
 
 # Phrases that only make sense to a reader who has the source text in front of them.
@@ -77,6 +95,23 @@ _LEANING = re.compile(
     r")\b",
     re.IGNORECASE,
 )
+_MONTH_NAMES = (
+    "january|february|march|april|may|june|july|august|september|october|november|december"
+)
+# An object that is only a date ("January 2008", "2014", "8 May 2024") repeats the timestamp.
+_DATE_ONLY = re.compile(
+    rf"^(?:(?:in|on|since|by) )?(?:\d{{1,2}} )?(?:(?:{_MONTH_NAMES})\.? )?(?:\d{{1,2}}, )?"
+    r"\d{4}(?:-\d{2}(?:-\d{2})?)?$",
+    re.IGNORECASE,
+)
+# Stand-ins for a name ("he", "the company"): a fact about them cannot be joined with others.
+_VAGUE_ENTITY = re.compile(
+    r"^(?:he|she|it|they|him|her|his|its|their|them|we|this|that|these|those|"
+    r"the (?:company|firm|team|club|band|group|film|movie|series|show|album|song|game|device|"
+    r"product|phone|model|car|drug|organi[sz]ation|agency|department|party|university|city|"
+    r"country|state|person|player|driver|singer|actor|actress|author))$",
+    re.IGNORECASE,
+)
 _YES_NO = {"yes", "no", "true", "false", "yes it is", "no it is not"}
 _ARTICLES = {"a", "an", "the"}
 _SMALL_NUMBERS = (
@@ -88,18 +123,47 @@ _NUMBER_WORDS = {w: str(i) for i, w in enumerate(_SMALL_NUMBERS.split(" "))} | {
     for i, w in enumerate(["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], 3)
 }
 _ISO = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
-_PART_SPLIT = re.compile(r"\s*(?:,|;|/|&|\band\b|\bor\b)\s*", re.IGNORECASE)
+# A comma between digits is a thousands separator ("1,998"), not a list separator.
+_PART_SPLIT = re.compile(r"\s*(?:(?<!\d),|,(?!\d)|;|/|&|\band\b|\bor\b)\s*", re.IGNORECASE)
+
+# Thousands groups with one separator used throughout: "1,998", "12 000" (no-break / thin /
+# figure space; a plain space is left alone, "in 1995 200 people" is two numbers).
+_GROUPED = re.compile(r"(?<![\d.,])\d{1,3}([,\u00a0\u2007\u2009\u202f])\d{3}(?:\1\d{3})*(?!\d)")
+# Dotted thousands only with two or more groups: "1.234.567"; "1.234" may be a decimal.
+_DOTTED = re.compile(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?!\.?\d)")
+# A dash right before a digit and not after a word or number is a minus sign ("-12.4",
+# "−12.4", "–12.4"); "2019–2020" and "COVID-19" are ranges / names.
+_DASHES = "\u002d\u2010\u2011\u2012\u2013\u2014\u2015\u2212"
+_MINUS = re.compile(rf"(?<![\w.,]|[{_DASHES}])[{_DASHES}](?=\d)")
+_POSSESSIVE = re.compile(r"(?<=\w)['\u2018\u2019\u02bc`]s\b", re.IGNORECASE)
+_ACRONYM = re.compile(r"\b(?:[^\W\d_]\.){2,}")  # U.S. -> US, U.S.A. -> USA
+_DECIMAL, _SIGN = "\0", "\1"  # placeholders that survive punctuation removal
+# "15 May 2021" and "May 15, 2021" are one date: both become "may 15 2021".
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)? ({_MONTH_NAMES})\b", re.IGNORECASE)
 
 
 def normalize_answer(text: str) -> str:
-    """Lowercase, accents / punctuation / articles stripped, numbers in one spelling."""
-    t = unicodedata.normalize("NFKD", text or "")
+    """Lowercase, accents / punctuation / articles stripped, numbers in one spelling.
+
+    Equal after normalization: dashes of every kind, curly and straight quotes, a possessive
+    "'s" and none, "U.S." and "US", "80%" / "80 percent" / "80 per cent", "1,998" / "1998",
+    "12 000" (no-break or thin space) / "12000", "two" / "2", "15 May 2021" / "May 15, 2021".
+    A minus sign is kept ("-12.4"
+    differs from "12.4") and so is a decimal point ("2.5" differs from "25").
+    """
+    t = _GROUPED.sub(lambda m: re.sub(r"\D", "", m.group(0)), text or "")
+    t = _DOTTED.sub(lambda m: m.group(0).replace(".", ""), t)
+    t = unicodedata.normalize("NFKD", t)
     t = "".join(c for c in t if not unicodedata.combining(c)).lower()
-    t = re.sub(r"(?<=\d),(?=\d{3}\b)", "", t)  # 1,000,000 -> 1000000
+    t = _POSSESSIVE.sub("", t)
+    t = _DAY_MONTH.sub(r"\2 \1", t)
+    t = _ACRONYM.sub(lambda m: m.group(0).replace(".", ""), t)
+    t = _MINUS.sub(_SIGN, t)
     t = re.sub(r"(?<=\d)(?:st|nd|rd|th)\b", "", t)  # 21st -> 21
     t = t.replace("%", " percent ").replace("per cent", "percent").replace("&", " and ")
-    t = re.sub(r"(?<=\d)\.(?=\d)", "\0", t)  # keep decimal points through punctuation removal
-    t = re.sub(r"[^\w\0]+|_", " ", t).replace("\0", ".")
+    t = re.sub(r"(?<=\d)\.(?=\d)", _DECIMAL, t)
+    t = re.sub(rf"[^\w{_DECIMAL}{_SIGN}]+|_", " ", t)
+    t = re.sub(rf"{_SIGN}+(?!\d)", " ", t).replace(_DECIMAL, ".").replace(_SIGN, "-")
     tokens = [_NUMBER_WORDS.get(tok, tok) for tok in t.split() if tok not in _ARTICLES]
     return " ".join(tokens)
 
@@ -135,6 +199,279 @@ def is_iso_timestamp(value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+# ---- content words -------------------------------------------------------------------------
+
+# Function words, question words, words every question may use ("year", "name") and chat filler
+# ("sure", "indeed"): sharing one of them says nothing about what a text is about.
+_STOPWORD_TEXT = """
+    about above after again against all also among and any are around because been before
+    being below between both but can could did does doing done down during each either else
+    ever every few for from further had has have having her here hers herself him himself his
+    how into its itself just least less let like many may might more most much must myself
+    neither nor not now off once only onto other others our ours out over own per same
+    she should since some such than that their theirs them themselves then there these they
+    this those though through thus too toward towards under until upon very was were what
+    whatever when whenever where whereas wherever whether which while who whoever whom whose
+    why will with within without would yet you your yours
+    called date day give kind known name named number percent say says said tell time type
+    year years new first last
+    yes sure okay indeed well actually really great interesting course
+"""
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def _is_number(token: str) -> bool:
+    return any(c.isdigit() for c in token)
+
+
+def _stem(token: str) -> str:
+    """Plural-light stem: "companies" -> "company", "headquarters" -> "headquarter"."""
+    if _is_number(token):
+        return token
+    if len(token) > 4 and token.endswith("ies"):
+        return token[:-3] + "y"
+    if len(token) > 3 and token.endswith("s") and not token.endswith(("ss", "us", "is")):
+        return token[:-1]
+    return token
+
+
+def _content_words(text: str) -> list[str]:
+    """Distinct content words of ``text`` (stems, numbers as normalized), in order."""
+    tokens = normalize_answer(text).split()
+    words = (_stem(t) for t in tokens if _is_number(t) or (len(t) >= 3 and t not in _STOPWORDS))
+    return list(dict.fromkeys(words))
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Equal, or (for words, never numbers) a long shared prefix: "founded" ~ "founder",
+    "elected" ~ "election", "acquired" ~ "acquisition"."""
+    if a == b:
+        return True
+    if _is_number(a) or _is_number(b) or min(len(a), len(b)) < 5:
+        return False
+    shared = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    shared = min(len(a), len(b)) if shared is None else shared
+    return shared >= max(5, min(len(a), len(b)) - 3)
+
+
+def _found(word: str, pool: Iterable[str]) -> bool:
+    return any(_same_word(word, p) for p in pool)
+
+
+def _title_core(title: str) -> str:
+    """The title without a disambiguator: "Mercury (planet)" -> "Mercury"."""
+    return re.sub(r"\s*\([^)]*\)\s*$", "", title or "").strip()
+
+
+def _about_evidence(question: str, sources: Sequence[str], min_share: float) -> str:
+    """Why the question is not about its sources (evidence, title), or "" when it is: at
+    least ``min_share`` of its content words (and at least one) must come from them. A
+    question that brings in its own names ("... at the time of the merger?") is about
+    something the evidence does not say."""
+    words = _content_words(question)
+    if not words:
+        return "no content word in the question"
+    pool = {w for s in sources for w in _content_words(s)}
+    foreign = [w for w in words if not _found(w, pool)]
+    if len(foreign) < len(words) and len(words) - len(foreign) >= min_share * len(words):
+        return ""
+    return f"{foreign} of {words} not in the evidence or title"
+
+
+def _choice_options(question: str) -> list[set[str]]:
+    """Content words of each alternative next to an "or" ("Menlo Park or Paris?")."""
+    options: list[set[str]] = []
+    for clause in re.split(r"[,;:?!()\[\]\"\u201c\u201d]", question):
+        tokens = normalize_answer(clause).split()
+        for i, tok in enumerate(tokens):
+            if tok != "or":
+                continue
+            # an alternative is the run of content words right before / after "or"
+            for run in (reversed(tokens[:i]), tokens[i + 1 :]):
+                option: set[str] = set()
+                for t in run:
+                    if not (_is_number(t) or (len(t) >= 3 and t not in _STOPWORDS)):
+                        break
+                    option.add(_stem(t))
+                if option:
+                    options.append(option)
+    # an Oxford comma puts the last alternative before "or" in a clause of its own
+    if re.search(r",\s+or\b", question, re.IGNORECASE):
+        for clause in re.split(r",\s+or\b", question, flags=re.IGNORECASE)[:-1]:
+            last = clause.rsplit(",", 1)[-1]
+            if option := set(_content_words(last)):
+                options.append(option)
+    return options
+
+
+def _gives_answer_away(question: str, answer: str) -> str:
+    """Why the question alone reveals the answer, or "" when it does not.
+
+    The whole answer string inside the question is ``answer_in_question``; this catches the
+    rest: every content word of the answer scattered over the question, the answer offered
+    as one of the alternatives of an "X or Y" question (an alternative holding at least half
+    of the answer's content words), or two thirds of a longer answer's words in the question.
+    """
+    words = set(_content_words(answer))
+    if not words:
+        return ""
+    asked = set(_content_words(question))
+    if words <= asked:
+        return f"every word of {answer!r} is in the question"
+    for option in _choice_options(question):
+        # a choice that is most of the answer gives it away; one word of a longer answer
+        # ("Inc." for "Meta Platforms, Inc.") does not
+        if option <= words and 2 * len(option) >= len(words):
+            return f"the question offers {answer!r} as a choice"
+    # "What does semaglutide do to blood sugar levels?" -> "decreases blood sugar levels"
+    if len(words) >= 3 and 3 * len(words & asked) >= 2 * len(words):
+        return f"most words of {answer!r} are in the question"
+    return ""
+
+
+def _repeated_turns(turns: Sequence[DialogueTurn]) -> str:
+    """Which expert replies say (almost) the same as an earlier one: 80% of their content
+    words shared both ways. A short paragraph may serve two turns from one sentence, but
+    then each must bring a different detail."""
+    seen: list[tuple[int, set[str]]] = []
+    for t in turns:
+        words = set(_content_words(t.expert))
+        for idx, earlier in seen:
+            shared = len(words & earlier)
+            if words and earlier and shared >= 0.8 * max(len(words), len(earlier)):
+                return f"turn {t.turn_idx} repeats turn {idx}"
+        seen.append((t.turn_idx, words))
+    return ""
+
+
+def supporting_sentence(
+    expert: str, cited: int, candidates: Mapping[int, str], title: str, min_share: float = 0.4
+) -> int:
+    """The sentence an expert reply rests on: ``cited`` when it supports the reply, else the
+    one other candidate (the sentences of the dialogue's paragraph) that supports it best, or
+    ``cited`` when none does, or when ``cited`` is not a candidate at all (a broken answer,
+    left for validation to reject). Small models write the right reply but cite its
+    neighbour."""
+    if cited not in candidates or not _turn_support(expert, candidates[cited], title, min_share):
+        return cited
+    words = _content_words(expert)
+    best, best_shared = cited, -1
+    for idx, text in candidates.items():
+        if idx == cited or _turn_support(expert, text, title, min_share):
+            continue
+        shared = sum(_found(w, _content_words(text)) for w in words)
+        if shared > best_shared:
+            best, best_shared = idx, shared
+    return best
+
+
+def answer_sentence(answer: str, cited: Sequence[int], candidates: Mapping[int, str]) -> list[int]:
+    """The evidence of a QA answer: the cited sentences when they hold the answer (or when one
+    was not offered at all: a broken answer, left for validation), else the only candidate
+    sentence (of those the prompt offered) that holds it, else ``cited``."""
+    if not set(cited) <= candidates.keys() or is_grounded(
+        answer, " ".join(candidates[i] for i in cited)
+    ):
+        return list(cited)
+    holding = [i for i, text in candidates.items() if is_grounded(answer, text)]
+    return holding if len(holding) == 1 else list(cited)
+
+
+def _turn_support(expert: str, sentence: str, title: str, min_share: float) -> str:
+    """Why an expert utterance is not grounded in its cited sentence, or "" when it is.
+
+    Numbers count double and must all be in the sentence; words of the title that the
+    sentence lacks are neutral (the utterance may name the entity the sentence calls "he").
+    """
+    # "one" as a pronoun ("one of the founders") is not a claim about the number 1
+    words = _content_words(re.sub(r"\bone\b", " ", expert, flags=re.IGNORECASE))
+    sent = _content_words(sentence)
+    title_words = _content_words(title)
+    missing = [w for w in words if _is_number(w) and w not in sent and w not in title_words]
+    if missing:
+        return f"number {', '.join(missing)} not in its sentence"
+    matched = [w for w in words if _found(w, sent)]
+    unmatched = [w for w in words if w not in matched and not _found(w, title_words)]
+    weight = sum(2 if _is_number(w) else 1 for w in matched)
+    total = weight + sum(2 if _is_number(w) else 1 for w in unmatched)
+    considered = len(matched) + len(unmatched)
+    if weight >= min_share * total and len(matched) >= min(2, considered):
+        return ""
+    return f"{len(matched)}/{considered} content words in its sentence, missing {unmatched}"
+
+
+# ---- URLs ----------------------------------------------------------------------------------
+
+_TLDS = (
+    "com|net|org|edu|gov|info|biz|io|ai|co|uk|us|de|fr|ru|cn|jp|in|tv|me|ly|xyz|top|site|"
+    "online|app|dev|example"
+)
+# Links an item should never carry: a scheme, "www.", an e-mail address, a domain with a path.
+_URL_STRONG = re.compile(
+    r"(?i:\b[a-z][a-z0-9+.-]{1,15}://\S+)"
+    r"|(?i:\bwww\d{0,3}\.\S+)"
+    r"|[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b"
+    r"|\b[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}/\S*"
+)
+# A bare lowercase domain ("visit evil.com"); capitalized "Amazon.com" / "Booking.com" are
+# company names that real articles and answers use, so they stay allowed.
+_URL_BARE = re.compile(rf"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:{_TLDS})\b(?![.-]?\w)")
+
+
+def find_url(text: str, *, strong_only: bool = False) -> str | None:
+    """The first URL, web domain or e-mail address in ``text``, or None; ``strong_only``
+    skips bare lowercase domains (used on evidence, where prose may name a website)."""
+    m = _URL_STRONG.search(text or "")
+    if m is None and not strong_only:
+        m = _URL_BARE.search(text or "")
+    return m.group(0) if m else None
+
+
+def _url_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, str]]) -> Check:
+    """``contains_url`` over the item's own texts and (strong links only) its evidence: a
+    sentence carrying a link is injected or boilerplate text, not a fact to ask about."""
+    found = [f"{name}: {url}" for name, text in fields if (url := find_url(text))]
+    found += [
+        f"{name}: {url}" for name, text in evidence if (url := find_url(text, strong_only=True))
+    ]
+    return Check("contains_url", not found, "; ".join(found))
+
+
+def _script_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, str]]) -> Check:
+    """``garbled_text``: a letter of a script (Chinese, Cyrillic, ...) that the evidence does
+    not use. A small model pushed to end a capped string sometimes emits one ("steatotic肝")."""
+    seen = {c for _, text in evidence for c in text}
+    odd = [
+        f"{name}: {c!r}"
+        for name, text in fields
+        for c in dict.fromkeys(text)
+        if c.isalpha() and not c.isascii() and c not in seen and not _latin(c)
+    ]
+    return Check("garbled_text", not odd, "; ".join(odd))
+
+
+def _latin(char: str) -> bool:
+    """Latin letters with accents ("é", "ø") are ordinary in names; other scripts are not."""
+    return unicodedata.name(char, "").startswith("LATIN")
+
+
+def _date_in_text(iso: str, text: str) -> bool:
+    """Every part of an ISO timestamp is written in ``text``: the year, the month's name (or
+    the ISO form itself) and the day, so a model cannot pad "2013" to "2013-01-01"."""
+    if iso in text:
+        return True
+    year, _, rest = iso.partition("-")
+    if not re.search(rf"\b{year}\b", text):
+        return False
+    if not rest:
+        return True
+    month, _, day = rest.partition("-")
+    name = _MONTH_NAMES.split("|")[int(month) - 1]
+    if not re.search(rf"\b{name[:3]}", text, re.IGNORECASE):
+        return False
+    return not day or re.search(rf"\b{int(day)}\b", text) is not None
 
 
 @dataclass(frozen=True)
@@ -198,6 +535,31 @@ def _evidence_checks(
     ]
 
 
+def _names_title(subject: str, title: str) -> bool:
+    """The subject is the article's entity: the title, a part of it ("Meta" for "Meta
+    Platforms") or a phrase holding it ("Meta Platforms, Inc.")."""
+    s = normalize_answer(subject)
+    if not s:
+        return False
+    for name in {normalize_answer(title), normalize_answer(_title_core(title))} - {""}:
+        if f" {s} " in f" {name} " or f" {name} " in f" {s} ":
+            return True
+    return False
+
+
+_BACK_REFERENCE = re.compile(
+    r"\b(?:he|she|it|they|his|her|its|their|him|them)\b|\bthe (?:company|firm|team|club|band|"
+    r"group|film|series|show|album|device|product|phone|model|car|drug|medication|agency|"
+    r"department|organi[sz]ation|marque|brand|label|network|campaign)\b",
+    re.IGNORECASE,
+)
+
+
+def _refers_back(sentence: str) -> bool:
+    """The sentence names its subject by a pronoun or "the company" (the article's entity)."""
+    return _BACK_REFERENCE.search(sentence) is not None
+
+
 class ItemValidator:
     """Scores QA items, dialogues and quadruples against the evidence they cite."""
 
@@ -207,11 +569,19 @@ class ItemValidator:
         answer_max_words: int = 10,
         dialogue_min_turns: int = 3,
         dialogue_max_turns: int = 4,
+        relation_max_words: int = 8,
+        object_max_words: int = 8,
+        turn_min_share: float = 0.4,
+        question_min_share: float = 0.34,
         grounding_nli: GroundingNLI | None = None,
     ) -> None:
         self.answer_max_words = answer_max_words
         self.dialogue_min_turns = dialogue_min_turns
         self.dialogue_max_turns = dialogue_max_turns
+        self.relation_max_words = relation_max_words
+        self.object_max_words = object_max_words
+        self.turn_min_share = turn_min_share
+        self.question_min_share = question_min_share
         self.grounding_nli = grounding_nli
 
     @classmethod
@@ -238,6 +608,8 @@ class ItemValidator:
         n_words = len(answer.split())
         yes_no = normalize_answer(answer) in _YES_NO
         in_question = contains_normalized(answer, question)
+        # only asked when the whole answer is not in the question, so one detail per item
+        away = "" if in_question else _gives_answer_away(question, answer)
         return [
             Check(
                 "answer_too_long",
@@ -248,6 +620,7 @@ class ItemValidator:
             ),
             Check("yes_no_answer", not yes_no, answer if yes_no else ""),
             Check("answer_in_question", not in_question, answer if in_question else ""),
+            Check("answerable_from_question", not away, away),
         ]
 
     def score_qa(
@@ -255,19 +628,25 @@ class ItemValidator:
     ) -> Verdict:
         """Checks of a QA item; ``allowed`` = the sentence indices its prompt offered."""
         changed = item.type == "changed"
-        empty = [
-            name
-            for name, value in (
-                ("question", item.question),
-                ("answer", item.answer),
-                *((("previous_answer", item.previous_answer or ""),) if changed else ()),
-            )
-            if not value.strip()
-        ]
+        texts = [("question", item.question), ("answer", item.answer)]
+        if changed:
+            texts.append(("previous_answer", item.previous_answer or ""))
+        empty = [name for name, value in texts if not value.strip()]
         checks = [Check("empty_field", not empty, ", ".join(empty))]
+        evidence = [("evidence", item.evidence_text)]
+        if changed:
+            evidence.append(("old evidence", item.old_evidence_text or ""))
+        checks.append(_url_check(texts, evidence))
+        checks.append(_script_check(texts, evidence))
         checks += _evidence_checks(item.evidence_sent_idx, n_sentences, allowed)
         phrase = leaning_phrase(item.question)
         checks.append(Check("question_leans_on_text", phrase is None, phrase or ""))
+        off_topic = _about_evidence(
+            item.question,
+            [text for _, text in evidence] + [item.title],
+            self.question_min_share,
+        )
+        checks.append(Check("question_not_about_evidence", not off_topic, off_topic))
         checks += self._answer_checks(item.question, item.answer)
         checks.append(
             self._grounded("answer_not_grounded", item.question, item.answer, item.evidence_text)
@@ -285,6 +664,18 @@ class ItemValidator:
             )
             same = normalize_answer(previous) == normalize_answer(item.answer)
             checks.append(Check("answers_identical", not same, previous if same else ""))
+            # What changed is the answer: the current one must be new to the old sentence
+            # and the earlier one gone from the current sentence ("Williams" was in both
+            # lists of engine customers; "the Silver Arrows" only gained a translation).
+            stayed = [
+                f"{name} {value!r} is in the {where} sentence too"
+                for name, value, where, text in (
+                    ("answer", item.answer, "earlier", item.old_evidence_text or ""),
+                    ("previous_answer", previous, "current", item.evidence_text),
+                )
+                if value.strip() and is_grounded(value, text)
+            ]
+            checks.append(Check("answer_did_not_change", not stayed, "; ".join(stayed)))
         return Verdict(tuple(checks))
 
     def score_dialogue(
@@ -299,13 +690,21 @@ class ItemValidator:
                 f"{n} turns, want {self.dialogue_min_turns}-{self.dialogue_max_turns}",
             )
         ]
-        empty = [
-            f"turn {t.turn_idx} {side}"
+        texts = [
+            (f"turn {t.turn_idx} {side}", text)
             for t in dialogue.turns
             for side, text in (("user", t.user), ("expert", t.expert))
-            if not text.strip()
         ]
+        empty = [name for name, text in texts if not text.strip()]
         checks.append(Check("empty_field", not empty, ", ".join(empty)))
+        checks.append(
+            _url_check(
+                texts, [(f"turn {t.turn_idx} evidence", t.evidence_text) for t in dialogue.turns]
+            )
+        )
+        checks.append(
+            _script_check(texts, [(f"turn {t.turn_idx}", t.evidence_text) for t in dialogue.turns])
+        )
         indices = [i for t in dialogue.turns for i in t.evidence_sent_idx]
         one_each = all(len(t.evidence_sent_idx) == 1 for t in dialogue.turns)
         checks += _evidence_checks(indices if one_each else [], n_sentences, allowed)
@@ -322,38 +721,74 @@ class ItemValidator:
             if p
         ]
         checks.append(Check("turn_leans_on_text", not phrases, ", ".join(phrases)))
+        share = self.turn_min_share
+        unsupported = [
+            f"turn {t.turn_idx}: {why}"
+            for t in dialogue.turns
+            if (why := _turn_support(t.expert, t.evidence_text, dialogue.title, share))
+        ]
+        checks.append(Check("turn_not_grounded", not unsupported, "; ".join(unsupported)))
+        repeats = _repeated_turns(dialogue.turns)
+        checks.append(Check("repeated_turn", not repeats, repeats))
         return Verdict(tuple(checks))
 
     def score_quadruple(
         self, quad: Quadruple, *, n_sentences: int, allowed: Collection[int] | None = None
     ) -> Verdict:
         """Checks of one quadruple; ``allowed`` = the sentence indices its prompt offered."""
-        empty = [
-            name
-            for name, value in (
-                ("subject", quad.subject),
-                ("relation", quad.relation),
-                ("object", quad.object),
-            )
-            if not value.strip()
-        ]
+        texts = [("subject", quad.subject), ("relation", quad.relation), ("object", quad.object)]
+        empty = [name for name, value in texts if not value.strip()]
         checks = [Check("empty_field", not empty, ", ".join(empty))]
+        checks.append(_url_check(texts, [("evidence", quad.evidence_text)]))
+        checks.append(_script_check(texts, [("evidence", quad.evidence_text)]))
         checks += _evidence_checks(quad.evidence_sent_idx, n_sentences, allowed)
         ts = quad.timestamp
         valid_ts = ts is None or is_iso_timestamp(ts)
         checks.append(Check("bad_timestamp", valid_ts, "" if valid_ts else repr(ts)))
-        year_seen = ts is None or not valid_ts or ts[:4] in quad.evidence_text
-        checks.append(Check("timestamp_not_in_evidence", year_seen, "" if year_seen else ts or ""))
-        grounded = contains_normalized(quad.subject, quad.evidence_text) or contains_normalized(
-            quad.object, quad.evidence_text
-        )
+        dated = ts is None or not valid_ts or _date_in_text(ts, quad.evidence_text)
+        checks.append(Check("timestamp_not_in_evidence", dated, "" if dated else ts or ""))
+        n_rel = len(quad.relation.split())
         checks.append(
             Check(
-                "quadruple_not_grounded",
-                grounded,
-                "" if grounded else f"{quad.subject!r} / {quad.object!r}",
+                "relation_too_long",
+                n_rel <= self.relation_max_words,
+                f"{n_rel} words > {self.relation_max_words}"
+                if n_rel > self.relation_max_words
+                else "",
             )
         )
+        n_obj = len(quad.object.split())
+        checks.append(
+            Check(
+                "object_too_long",
+                n_obj <= self.object_max_words,
+                f"{n_obj} words > {self.object_max_words}" if n_obj > self.object_max_words else "",
+            )
+        )
+        dated = bool(_DATE_ONLY.match(quad.object.strip()))
+        checks.append(Check("object_is_date", not dated, quad.object if dated else ""))
+        vague = [v for v in (quad.subject, quad.object) if _VAGUE_ENTITY.match(v.strip())]
+        checks.append(Check("vague_entity", not vague, ", ".join(vague)))
+        same = bool(normalize_answer(quad.subject)) and normalize_answer(
+            quad.subject
+        ) == normalize_answer(quad.object)
+        checks.append(Check("subject_equals_object", not same, quad.object if same else ""))
+        # the prompt has the model write the entity for "he" / "the company", so the subject
+        # may be the article's title rather than a span of the sentence, but only where the
+        # sentence refers back like that ("Russell finished 8th" is not about the team)
+        subject_ok = is_grounded(quad.subject, quad.evidence_text) or (
+            _names_title(quad.subject, quad.title) and _refers_back(quad.evidence_text)
+        )
+        object_ok = is_grounded(quad.object, quad.evidence_text)
+        missing = [
+            f"{name} {value!r}"
+            for name, value, ok in (
+                ("subject", quad.subject, subject_ok),
+                ("object", quad.object, object_ok),
+            )
+            if not ok
+        ]
+        checks.append(Check("quadruple_not_grounded", not missing, ", ".join(missing)))
         return Verdict(tuple(checks))
 
 

@@ -30,9 +30,14 @@ _NAME = re.compile(r"(?<!^)(?<![.!?] )\b([A-Z][a-zA-Z]+(?: [A-Z][a-zA-Z]+)*)")
 # ---- reading a request ---------------------------------------------------------------------
 
 
+REAL_INPUT = "Now the real input."
+
+
 def user_text(request: LLMRequest) -> str:
-    """The user message of a request."""
-    return next(m["content"] for m in request.messages if m["role"] == "user")
+    """The user message of a request, from the real input on (the worked example before it
+    has sentences and titles of its own)."""
+    text = next(m["content"] for m in request.messages if m["role"] == "user")
+    return text.rpartition(REAL_INPUT)[2]
 
 
 def numbered(request: LLMRequest) -> list[tuple[int, str]]:
@@ -65,8 +70,24 @@ def entity(sentence: str, title: str) -> str | None:
     return max(words, key=len) if words else None
 
 
+def _object_of(sentence: str, title: str) -> str | None:
+    """A name of ``sentence`` outside the title that is not a date: a quadruple's object."""
+    title_words = set(title.lower().split())
+    for name in _NAME.findall(sentence):
+        words = name.split()
+        months = _MONTHS.split("|")
+        outside_title = not set(name.lower().split()) & title_words
+        if outside_title and len(words) <= 4 and not any(w in months for w in words):
+            return name
+    words = [w for w in _words(sentence) if w.lower() not in title_words and not _YEAR.search(w)]
+    return max(words, key=len) if words else None
+
+
 def _words(text: str) -> list[str]:
-    return [w for w in (w.strip(".,;:()\"'") for w in text.split()) if len(w) > 2]
+    stripped = (
+        w.strip(".,;:()\"'").removesuffix("'s").removesuffix("\u2019s") for w in text.split()
+    )
+    return [w for w in stripped if len(w) > 2]
 
 
 def _differing(a: str, b: str, title: str) -> str:
@@ -75,7 +96,9 @@ def _differing(a: str, b: str, title: str) -> str:
     b_words = set(_words(b))
     candidates = [w for w in _words(a) if w not in b_words and w.lower() not in title_words]
     ranked = sorted(candidates, key=lambda w: (not w[0].isdigit(), not w[0].isupper()))
-    return ranked[0] if ranked else _words(a)[0]
+    if ranked:
+        return ranked[0]
+    return next((w for w in _words(a) if w.lower() not in title_words), _words(a)[0])
 
 
 def _tag(text: str) -> str:
@@ -91,10 +114,13 @@ def good_answer(request: LLMRequest) -> str:
     sents = numbered(request)
     if request.purpose in ("qa_initial", "qa_new"):
         chosen = [(i, t, entity(t, title)) for i, t in sents]
-        i, _, ans = next(((i, t, a) for i, t, a in chosen if a), chosen[0])
+        i, text, ans = next(((i, t, a) for i, t, a in chosen if a), chosen[0])
+        # Two words of the sentence (not of the answer) make the question about its evidence.
+        taken = set((ans or "").lower().split()) | set(title.lower().split())
+        cues = [w for w in _words(text) if w.lower() not in taken and not _YEAR.search(w)][:2]
         return json.dumps(
             {
-                "question": f"Which detail {i} ({_tag(title)}) concerns {title}?",
+                "question": f"Which detail about {title} goes with {' and '.join(cues)}?",
                 "answer": ans or "unknown",
                 "evidence": [i],
             }
@@ -111,26 +137,35 @@ def good_answer(request: LLMRequest) -> str:
         )
     if request.purpose == "dialogue":
         idx = [i for i, _ in sents]
-        turns = [
-            {
-                "user": f"Tell me more about {title}, point {k}.",
-                "expert": dict(sents)[idx[k % len(idx)]],
-                "sentence": idx[k % len(idx)],
-            }
-            for k in range(3)
-        ]
+        turns = []
+        for k in range(3):
+            i = idx[k % len(idx)]
+            # A sentence used again gives another part of itself, not the same reply.
+            words = dict(sents)[i].split()
+            half = len(words) // 2
+            parts = [" ".join(words), " ".join(words[half:]), " ".join(words[:half])]
+            turns.append(
+                {
+                    "user": f"Tell me more about {title}, point {k}.",
+                    "expert": parts[(k // len(idx)) % 3],
+                    "sentence": i,
+                }
+            )
         return json.dumps({"turns": turns})
     if request.purpose == "quadruples":
         quads = []
         for i, t in sents:
             dates = _DATE.findall(t)
             years = _YEAR.findall(t)
+            name = _object_of(t, title)
+            if name is None:
+                continue
             if dates:
                 quads.append(
                     {
                         "subject": title,
-                        "relation": "dated event",
-                        "object": dates[0],
+                        "relation": "dated event with",
+                        "object": name,
                         "timestamp": dates[0],
                         "sentence": i,
                     }
@@ -139,20 +174,20 @@ def good_answer(request: LLMRequest) -> str:
                 quads.append(
                     {
                         "subject": title,
-                        "relation": "event in year",
-                        "object": years[0],
+                        "relation": "event in year with",
+                        "object": name,
                         "timestamp": years[0],
                         "sentence": str(i),
                     }
                 )
-            elif (name := entity(t, title)) is not None:
+            else:
                 quads.append(
                     {"subject": title, "relation": "related to", "object": name, "sentence": i}
                 )
         return "Here are the facts:\n```json\n" + json.dumps({"quadruples": quads}) + "\n```"
     if request.purpose == "contradiction":
-        old = line_after(request, "Older version:")
-        new = line_after(request, "Newer version:")
+        old = line_after(request, "OLDER:")
+        new = line_after(request, "NEWER:")
         differs = _YEAR.findall(old) != _YEAR.findall(new)
         return json.dumps({"contradicts": differs, "reason": "years differ" if differs else "same"})
     raise AssertionError(f"unexpected purpose {request.purpose}")
@@ -193,6 +228,15 @@ def _qa_fault(kind: str, request: LLMRequest) -> str:
         )
     if kind == "empty":
         return json.dumps(good | {"question": "  "})
+    if kind == "off_topic":
+        return json.dumps(good | {"question": "What is the capital of Zanzibar?"})
+    if kind == "giveaway":
+        question = f"Which detail of {title_of(request)}: Zanzibar or {good['answer']}?"
+        return json.dumps(good | {"question": question, "answer": f"{good['answer']} Zanzibar"})
+    if kind == "url":
+        return json.dumps(good | {"answer": "http://zanzibar.example"})
+    if kind == "garbled":
+        return json.dumps(good | {"question": good["question"].rstrip("?") + " 肝?"})
     raise AssertionError(kind)
 
 
@@ -220,13 +264,19 @@ def _dialogue_fault(kind: str, request: LLMRequest) -> str:
         return json.dumps(good)
     if kind == "not_a_list":
         return json.dumps({"turns": "user asks, expert answers"})
+    if kind == "ungrounded_turn":
+        good["turns"][0]["expert"] += " It happened in 1850."
+        return json.dumps(good)
+    if kind == "repeat":
+        good["turns"][2] = good["turns"][0] | {"user": "Could you say that again?"}
+        return json.dumps(good)
     raise AssertionError(kind)
 
 
 def _quadruple_fault(kind: str, request: LLMRequest) -> str:
     i, text = numbered(request)[0]
     base = {"subject": title_of(request), "relation": "related to", "sentence": i}
-    obj = entity(text, title_of(request)) or text.split()[0]
+    obj = _object_of(text, title_of(request)) or text.split()[0]
     if kind == "bad_timestamp":
         quads = [base | {"object": obj, "timestamp": "sometime soon"}]
     elif kind == "timestamp_not_in_evidence":
@@ -237,6 +287,20 @@ def _quadruple_fault(kind: str, request: LLMRequest) -> str:
         quads = [base | {"object": obj, "timestamp": None}] * 2
     elif kind == "missing_relation":
         quads = [{"subject": base["subject"], "object": obj, "timestamp": None, "sentence": i}]
+    elif kind == "long_relation":
+        relation = "is related in a very long and detailed way to"
+        quads = [base | {"relation": relation, "object": obj, "timestamp": None}]
+    elif kind == "same_entity":
+        quads = [base | {"object": base["subject"], "timestamp": None}]
+    elif kind == "clause_object":
+        quads = [
+            base
+            | {"object": f"{obj} and everything that happened to it after that", "timestamp": None}
+        ]
+    elif kind == "date_object":
+        quads = [base | {"object": "12 May 1999", "timestamp": None}]
+    elif kind == "pronoun":
+        quads = [base | {"subject": "the company", "object": obj, "timestamp": None}]
     else:
         raise AssertionError(kind)
     return json.dumps({"quadruples": quads})
@@ -256,14 +320,27 @@ QA_FAULTS = [
     "in_question",
     "empty",
 ]
+NEW_QA_FAULTS = ["off_topic", "giveaway", "url", "garbled"]
 CHANGED_FAULTS = ["identical", "previous_ungrounded"]
-DIALOGUE_FAULTS = ["two_turns", "empty_expert", "leaning", "not_a_list"]
+DIALOGUE_FAULTS = [
+    "two_turns",
+    "empty_expert",
+    "leaning",
+    "not_a_list",
+    "ungrounded_turn",
+    "repeat",
+]
 QUADRUPLE_FAULTS = [
     "bad_timestamp",
     "timestamp_not_in_evidence",
     "ungrounded",
     "duplicate",
     "missing_relation",
+    "long_relation",
+    "same_entity",
+    "pronoun",
+    "date_object",
+    "clause_object",
 ]
 # The reason each fault must be rejected for.
 FAULT_REASONS = {
@@ -290,6 +367,17 @@ FAULT_REASONS = {
     "quadruple_ungrounded": "quadruple_not_grounded",
     "duplicate": "duplicate",
     "missing_relation": "missing_field",
+    "off_topic": "question_not_about_evidence",
+    "giveaway": "answerable_from_question",
+    "url": "contains_url",
+    "garbled": "garbled_text",
+    "ungrounded_turn": "turn_not_grounded",
+    "long_relation": "relation_too_long",
+    "same_entity": "subject_equals_object",
+    "pronoun": "vague_entity",
+    "repeat": "repeated_turn",
+    "date_object": "object_is_date",
+    "clause_object": "object_too_long",
 }
 
 
@@ -312,6 +400,7 @@ class FaultyResponder:
     def __call__(self, request: LLMRequest) -> str:
         table: dict[str, tuple[list[str], Callable[[str, LLMRequest], str]]] = {
             "qa_initial": (QA_FAULTS, _qa_fault),
+            "qa_new": (NEW_QA_FAULTS, _qa_fault),
             "qa_changed": (CHANGED_FAULTS, _changed_fault),
             "dialogue": (DIALOGUE_FAULTS, _dialogue_fault),
             "quadruples": (QUADRUPLE_FAULTS, _quadruple_fault),

@@ -92,7 +92,7 @@ def test_snapshot_errors_are_one_clear_line(tmp_path: Path, capsys) -> None:
         "--workdir",
         str(tmp_path),
     ]
-    assert main(args) == 2
+    assert main([*args, "--input", ""]) == 2  # the default config names data/sample
     assert "needs --input FOLDER" in capsys.readouterr().err
     bad = tmp_path / "bad.toml"
     bad.write_text("[align]\nunchanged_threshold = 2\n")

@@ -17,9 +17,20 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_default_file_loads_with_paper_profile() -> None:
+def test_default_file_is_the_offline_demo_on_the_shipped_sample() -> None:
     cfg = load_config()
     assert DEFAULT_CONFIG_PATH.exists()
+    assert cfg.profile == "offline" and cfg.llm.backend == "auto"
+    assert cfg.llm.local_model == "packaged:Qwen2.5-Coder-1.5B-Instruct-Q4_K_M"
+    assert cfg.snapshot.source == "revisions-dir"
+    sample = cfg.resolve_path(cfg.snapshot.input)
+    assert [d.isoformat() for d in cfg.snapshot.dates] == ["2024-01-01", "2024-06-01", "2025-01-01"]
+    for page in (sample / "revisions").iterdir():
+        assert {p.stem for p in page.iterdir()} == {d.isoformat() for d in cfg.snapshot.dates}
+
+
+def test_paper_file_loads_with_paper_profile() -> None:
+    cfg = load_config(DEFAULT_CONFIG_PATH.with_name("paper.toml"))
     assert cfg.profile == "paper"
     assert cfg.models.embedder == "simcse:princeton-nlp/sup-simcse-roberta-large"
     assert cfg.models.nli == "roberta-large-mnli"
@@ -33,6 +44,25 @@ def test_offline_profile_uses_packaged_models() -> None:
     cfg = load_config(profile="offline")
     assert cfg.models.embedder == "packaged:all-MiniLM-L6-v2"
     assert cfg.models.nli == ""
+
+
+@pytest.mark.parametrize(
+    ("profile", "key", "base_url", "kind"),
+    [
+        ("paper", "sk-test", "", "openai"),
+        ("paper", "", "", "local"),
+        ("offline", "sk-test", "", "local"),  # offline never calls OpenAI's API
+        ("offline", "", "http://127.0.0.1:8080/v1", "openai"),  # a user's own server
+    ],
+)
+def test_auto_backend(
+    profile: str, key: str, base_url: str, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.runtime import resolve_llm_kind
+
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    cfg = load_config(profile=profile, overrides={"llm": {"base_url": base_url}})
+    assert resolve_llm_kind(cfg) == kind
 
 
 def test_file_beats_profile_and_cli_beats_file(tmp_path: Path) -> None:

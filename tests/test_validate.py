@@ -9,7 +9,9 @@ from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
 from pipeline.validate import (
     REASONS,
     ItemValidator,
+    answer_sentence,
     contains_normalized,
+    find_url,
     is_grounded,
     is_iso_timestamp,
     leaning_phrase,
@@ -17,12 +19,25 @@ from pipeline.validate import (
     quadruple_key,
     question_key,
     split_duplicates,
+    supporting_sentence,
 )
 
 EVIDENCE = (
     "A year later on February 13, 2024, an OpenAI spokesperson confirmed that Karpathy had "
     "left OpenAI. He had 1,200 students and two co-authors at Université de Montréal."
 )
+# Real article text (Meta Platforms, 2024) for the topic / give-away / quadruple checks.
+META = "Meta Platforms"
+META_HQ = (
+    "Meta Platforms, Inc., doing business as Meta, is an American multinational technology "
+    "conglomerate headquartered in Menlo Park, California."
+)
+META_RENAME = (
+    "In October 2021, the parent company of Facebook changed its name from Facebook, Inc., to "
+    "Meta Platforms, Inc."
+)
+META_REVENUE = "In 2022, the company reported revenue of US$116.6 billion."
+INJECTED = "For the full story and free prizes, visit http://evil.example today."
 OLD = "He has been CEO of IBM since April 2020 and chairman since January 2021."
 NEW = "He has been CEO of IBM since April 2020 and chairman since January 2022."
 
@@ -80,14 +95,27 @@ def quad(**over: object) -> Quadruple:
     return Quadruple(**(base | over))  # type: ignore[arg-type]
 
 
+TURN_SENTENCES = {
+    10: "In 2015, Karpathy joined OpenAI as a founding member.",
+    11: "In 2017, he became the director of artificial intelligence at Tesla.",
+}
+# Turn k replies from sentence 10 + k % 2; the third turn brings another detail of sentence 10.
+TURN_EXPERTS = [
+    "Karpathy joined OpenAI in 2015 as one of its founding members.",
+    "He became Tesla's director of artificial intelligence in 2017.",
+    "He was among the founding members of OpenAI.",
+    "Tesla hired him in 2017 to direct its artificial intelligence work.",
+]
+
+
 def dialogue(n: int = 3, **turn_over: object) -> Dialogue:
     turns = [
         DialogueTurn(
             turn_idx=k,
             user=f"Tell me about point {k}.",
-            expert="He left OpenAI in 2024.",
+            expert=TURN_EXPERTS[k % 4],
             evidence_sent_idx=[10 + k % 2],
-            evidence_text="x",
+            evidence_text=TURN_SENTENCES[10 + k % 2],
             type="new",
         )
         for k in range(n)
@@ -95,6 +123,22 @@ def dialogue(n: int = 3, **turn_over: object) -> Dialogue:
     for key, value in turn_over.items():
         setattr(turns[-1], key, value)
     return Dialogue(1, "Andrej Karpathy", "2024-06-01", 4, turns, "h", "g", "{}")
+
+
+def meta_qa(question: str, answer: str, evidence: str = META_HQ, **over: object) -> QAItem:
+    return qa(title=META, question=question, answer=answer, evidence_text=evidence, **over)
+
+
+def meta_quad(subject: str, obj: str = "US$116.6 billion", **over: object) -> Quadruple:
+    base: dict[str, object] = {
+        "title": META,
+        "subject": subject,
+        "relation": "reported revenue of",
+        "object": obj,
+        "timestamp": "2022",
+        "evidence_text": META_REVENUE,
+    }
+    return quad(**(base | over))
 
 
 V = ItemValidator()
@@ -108,6 +152,68 @@ def test_normalize_answer() -> None:
     assert normalize_answer("3.5%") == "3.5 percent"
     assert normalize_answer("A & B") == "and b"  # "a" is an article
     assert normalize_answer("") == ""
+    assert normalize_answer("\u221212.4\u00a0%") == "-12.4 percent"
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("\u221212.4", "-12.4"),  # Unicode minus
+        ("\u201312.4", "-12.4"),  # en dash used as a minus
+        ("fell to \u221212.4 \u00b0C", "fell to -12.4 \u00b0C"),
+        ("2019\u20132020", "2019-2020"),
+        ("2019\u20142020", "2019\u20102020"),
+        ("80 percent", "80 per cent"),
+        ("80%", "80 percent"),
+        ("80\u00a0%", "80 Per Cent"),
+        ("1,998", "1998"),
+        ("US$1,234,567", "US$1234567"),
+        ("1,234.5", "1234.5"),
+        ("12\u2009000", "12000"),  # thin space
+        ("12\u00a0000", "12000"),  # no-break space
+        ("12\u202f000", "12,000"),  # narrow no-break space
+        ("1.234.567", "1234567"),
+        ("MACY'S", "macy's"),
+        ("Macy\u2019s", "Macy's"),
+        ("\u201cThriller\u201d", '"Thriller"'),
+        ("Rock \u2018n\u2019 roll", "Rock 'n' roll"),
+        ("U.S.", "US"),
+        ("the U.S.A.", "USA"),
+        ("New\u00a0York", "New York"),
+        ("Universit\u00e9 de Montr\u00e9al", "Universite de Montreal"),
+        ("two co-authors", "2 co authors"),
+    ],
+)
+def test_normalization_treats_as_equal(a: str, b: str) -> None:
+    assert normalize_answer(a) == normalize_answer(b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("-12.4", "12.4"),  # the sign is kept
+        ("\u221212.4", "12.4"),
+        ("(\u20135)", "5"),
+        ("2.5", "25"),  # a decimal point is not a thousands separator
+        ("1.234", "1234"),  # one dotted group is ambiguous: left alone
+        ("12 000", "12000"),  # a plain space may separate two numbers ("in 1995 200 people")
+        ("2019\u20132020", "20192020"),
+        ("Karpathy", "Karpathys"),
+    ],
+)
+def test_normalization_keeps_apart(a: str, b: str) -> None:
+    assert normalize_answer(a) != normalize_answer(b)
+
+
+def test_grounding_understands_wikipedia_spellings() -> None:
+    assert is_grounded("-12.4 \u00b0C", "The low was \u221212.4\u00a0\u00b0C in January.")
+    assert not is_grounded("12.4", "The low was \u221212.4 \u00b0C in January.")
+    assert is_grounded("2019-2020", "He coached the team in the 2019\u20132020 season.")
+    assert is_grounded("US", "It is the largest U.S. bank.")
+    assert is_grounded("12000", "The stadium seats 12\u00a0000 people.")
+    assert is_grounded("80 per cent", "Turnout was 80% in 2019.")
+    assert is_grounded("Macy's", "It was sold to Macy\u2019s in 1994.")
+    assert not is_grounded("1,200", "He had 1 office and 200 staff.")  # not a list of 1 and 200
 
 
 def test_grounding_is_whole_token_and_list_aware() -> None:
@@ -241,6 +347,92 @@ CASES = [
         lambda: V.score_quadruple(quad(evidence_sent_idx=[-1]), n_sentences=20),
         "evidence_out_of_range",
     ),
+    (
+        lambda: V.score_qa(qa(answer="www.openai.com"), n_sentences=20),
+        "contains_url",
+    ),
+    (
+        lambda: V.score_qa(
+            meta_qa("In which city is Meta headquartered?", "Menlo Park", f"{META_HQ} {INJECTED}"),
+            n_sentences=20,
+        ),
+        "contains_url",
+    ),
+    (
+        lambda: V.score_qa(meta_qa("What is the capital of France?", "Menlo Park"), n_sentences=20),
+        "question_not_about_evidence",
+    ),
+    (
+        lambda: V.score_qa(
+            meta_qa("Is Meta headquartered in Menlo Park or in Paris?", "Menlo Park, California"),
+            n_sentences=20,
+        ),
+        "answerable_from_question",
+    ),
+    (
+        lambda: V.score_dialogue(
+            dialogue(expert="Karpathy joined OpenAI as a founding member in 2016."),
+            n_sentences=20,
+        ),
+        "turn_not_grounded",
+    ),
+    (
+        lambda: V.score_dialogue(
+            dialogue(expert="See http://evil.example for the full story."), n_sentences=20
+        ),
+        "contains_url",
+    ),
+    (
+        lambda: V.score_quadruple(
+            quad(relation="confirmed through a spokesperson a year later that he had left"),
+            n_sentences=20,
+        ),
+        "relation_too_long",
+    ),
+    (
+        lambda: V.score_quadruple(quad(subject="OpenAI", object="the OpenAI"), n_sentences=20),
+        "subject_equals_object",
+    ),
+    (lambda: V.score_quadruple(quad(object="openai.com"), n_sentences=20), "contains_url"),
+    (
+        lambda: V.score_qa(qa(question="When did Karpathy leave OpenAI肝?"), n_sentences=20),
+        "garbled_text",
+    ),
+    (
+        lambda: V.score_quadruple(
+            quad(subject="He", evidence_text="He left OpenAI in 2024.", timestamp="2024"),
+            n_sentences=20,
+        ),
+        "vague_entity",
+    ),
+    (lambda: V.score_quadruple(quad(object="February 13, 2024"), n_sentences=20), "object_is_date"),
+    (
+        lambda: V.score_dialogue(dialogue(expert=TURN_EXPERTS[0]), n_sentences=20),
+        "repeated_turn",
+    ),
+    (
+        lambda: V.score_qa(
+            changed(
+                question="Which engine customers does Mercedes supply?",
+                previous_answer="McLaren",
+                answer="Williams",
+                old_evidence_text="Mercedes supplied engines to McLaren and Williams.",
+                evidence_text="Mercedes supplies engines to Aston Martin and Williams.",
+            ),
+            n_sentences=20,
+        ),
+        "answer_did_not_change",
+    ),
+    (
+        lambda: V.score_quadruple(
+            quad(
+                object="an OpenAI spokesperson confirmed that Karpathy had left OpenAI",
+                relation="left",
+            ),
+            n_sentences=20,
+        ),
+        "object_too_long",
+    ),
 ]
 
 
@@ -304,3 +496,416 @@ def test_duplicates_within_an_article() -> None:
     quads = [quad(), quad(object="the OpenAI"), quad(timestamp=None)]
     kept_q, dups_q = split_duplicates(quads, quadruple_key, lambda q: q.page_id)
     assert kept_q == [quads[0], quads[2]] and dups_q == [quads[1]]
+
+
+# ---- topic, give-away, turn grounding, quadruple, URL checks --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "evidence"),
+    [
+        # the title carries the topic when the evidence says "the CEO" only
+        (
+            "Who is the chief executive of Meta Platforms?",
+            "Mark Zuckerberg",
+            "Mark Zuckerberg is the CEO.",
+        ),
+        ("In which city is Meta headquartered?", "Menlo Park", META_HQ),
+        # "founded" ~ "founder" (shared prefix)
+        ("Who founded Meta's social network?", "Zuckerberg", "Zuckerberg was its founder."),
+        # "cars" ~ "car" (plural strip; "sales" is not "selling")
+        (
+            "Which of the world's cars led sales in 2023?",
+            "Model Y",
+            "The Model Y was the best-selling car in the world in 2023.",
+        ),
+        # "headquarters" ~ "headquartered", "conglomerate" is in the evidence only
+        ("Where are the headquarters of the American conglomerate?", "Menlo Park", META_HQ),
+        (
+            "What was Facebook, Inc. renamed to in October 2021?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+    ],
+)
+def test_questions_about_the_evidence_or_title_pass(
+    question: str, answer: str, evidence: str
+) -> None:
+    verdict = V.score_qa(meta_qa(question, answer, evidence), n_sentences=20)
+    assert verdict.keep, verdict.detail
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the capital of France?",
+        "Which river flows through Paris?",
+        "What happened next?",  # no content word at all
+    ],
+)
+def test_questions_about_something_else_are_rejected(question: str) -> None:
+    verdict = V.score_qa(meta_qa(question, "Menlo Park"), n_sentences=20)
+    assert verdict.reason == "question_not_about_evidence"
+    assert "question_not_about_evidence" in verdict.detail
+
+
+def test_changed_question_may_match_the_old_sentence() -> None:
+    item = changed(question="Since when has Arvind Krishna chaired IBM's board?")
+    assert V.score_qa(item, n_sentences=20).keep
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "evidence", "why"),
+    [
+        (
+            "Which city in California, Menlo Park or Palo Alto, hosts Meta's headquarters?",
+            "Menlo Park, California",
+            META_HQ,
+            "every word",
+        ),
+        (
+            "Is Meta headquartered in Menlo Park or in Paris?",
+            "Menlo Park, California",
+            META_HQ,
+            "as a choice",
+        ),
+        (
+            "Did Meta move its headquarters to Paris, Dublin, or Menlo Park?",
+            "Menlo Park, California",
+            META_HQ,
+            "as a choice",
+        ),
+        (
+            "In which month of 2021, October or November, did Facebook take the name Meta?",
+            "October 2021",
+            META_RENAME,
+            "every word",
+        ),
+    ],
+)
+def test_questions_that_give_the_answer_away_are_rejected(
+    question: str, answer: str, evidence: str, why: str
+) -> None:
+    verdict = V.score_qa(meta_qa(question, answer, evidence), n_sentences=20)
+    assert verdict.reason == "answerable_from_question"
+    assert why in verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "evidence"),
+    [
+        # one shared token ("Inc") of a multi-word answer is fine
+        (
+            "What was Facebook, Inc. renamed to in October 2021?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+        # an "or" whose alternatives are not the answer
+        (
+            "When did OpenAI or its spokesperson confirm that Karpathy had left?",
+            "February 13, 2024",
+            EVIDENCE,
+        ),
+        (
+            "Which company did Facebook become, Meta or another?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+        (
+            "What did Facebook, Inc. or its parent company become in October 2021?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+    ],
+)
+def test_questions_sharing_part_of_the_answer_pass(
+    question: str, answer: str, evidence: str
+) -> None:
+    verdict = V.score_qa(meta_qa(question, answer, evidence), n_sentences=20)
+    assert verdict.keep, verdict.detail
+
+
+def test_previous_answer_offered_as_a_choice_is_rejected() -> None:
+    item = changed(
+        question="Was Arvind Krishna IBM's chairman since April or January?",
+        previous_answer="January 2021",
+    )
+    verdict = V.score_qa(item, n_sentences=20)
+    assert verdict.reason == "answerable_from_question"
+
+
+@pytest.mark.parametrize(
+    "expert",
+    [
+        "He was a founding member of OpenAI.",
+        "Sure! Andrej Karpathy joined OpenAI in 2015 as a founding member.",
+        "Yes, in 2015.",
+        "In 2015 Karpathy joined OpenAI, as one of the founders.",  # "one" is not a number
+    ],
+)
+def test_grounded_expert_turns_pass(expert: str) -> None:
+    verdict = V.score_dialogue(dialogue(expert=expert), n_sentences=20)
+    assert "turn_not_grounded" not in {c.name for c in verdict.failures}, verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("expert", "why"),
+    [
+        ("Karpathy joined OpenAI as a founding member in 2016.", "number 2016"),
+        ("He joined OpenAI with 12 colleagues in 2015.", "number 12"),
+        ("Karpathy joined Google DeepMind as a research scientist.", "content words"),
+        ("He studied physics at the University of Toronto.", "0/4"),
+    ],
+)
+def test_ungrounded_expert_turns_are_rejected(expert: str, why: str) -> None:
+    verdict = V.score_dialogue(dialogue(expert=expert), n_sentences=20)
+    assert verdict.reason == "turn_not_grounded"
+    assert "turn 2" in verdict.detail and why in verdict.detail
+    assert "turn 0" not in verdict.detail and "turn 1" not in verdict.detail
+
+
+@pytest.mark.parametrize(
+    "subject", ["Meta Platforms", "Meta", "Meta Platforms, Inc.", "META PLATFORMS"]
+)
+def test_quadruple_subject_may_be_the_title(subject: str) -> None:
+    assert V.score_quadruple(meta_quad(subject), n_sentences=20).keep
+
+
+def test_quadruple_title_disambiguator_is_ignored() -> None:
+    item = meta_quad("Mercury", title="Mercury (planet)")
+    assert V.score_quadruple(item, n_sentences=20).keep
+
+
+@pytest.mark.parametrize(
+    ("subject", "obj", "missing"),
+    [
+        ("Alphabet", "US$116.6 billion", "subject 'Alphabet'"),
+        ("Meta", "US$117 billion", "object 'US$117 billion'"),
+        ("Meta", "2022 revenue", "object '2022 revenue'"),
+        ("Platforms Meta", "US$116.6 billion", "subject"),  # a title word salad is not the title
+    ],
+)
+def test_quadruple_needs_both_subject_and_object(subject: str, obj: str, missing: str) -> None:
+    verdict = V.score_quadruple(meta_quad(subject, obj), n_sentences=20)
+    assert verdict.reason == "quadruple_not_grounded"
+    assert missing in verdict.detail
+
+
+def test_quadruple_object_may_be_a_list() -> None:
+    item = quad(relation="had", object="1,200 students and two co-authors", timestamp=None)
+    assert V.score_quadruple(item, n_sentences=20).keep
+
+
+def test_quadruple_relation_and_subject_object_limits() -> None:
+    eight = quad(relation="confirmed through a spokesperson that he had left")
+    assert len(eight.relation.split()) == 8
+    assert V.score_quadruple(eight, n_sentences=20).keep
+    nine = quad(relation="confirmed through a spokesperson that he had finally left")
+    assert V.score_quadruple(nine, n_sentences=20).reason == "relation_too_long"
+    assert ItemValidator(relation_max_words=9).score_quadruple(nine, n_sentences=20).keep
+    same = meta_quad("Meta", "META", evidence_text="Meta is Meta.", timestamp=None)
+    assert V.score_quadruple(same, n_sentences=20).reason == "subject_equals_object"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "visit http://evil.example today",
+        "HTTPS://Evil.Example/login",
+        "see www.evil.example",
+        "write to press@evil.example",
+        "evil.example/free-prizes",
+        "go to evil.com now",
+    ],
+)
+def test_urls_are_found(text: str) -> None:
+    assert find_url(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Amazon.com, Inc. was founded by Jeff Bezos.",
+        "the largest U.S. bank",
+        "a speed of 120 km/h",
+        "AT&T and/or Verizon",
+        "Ph.D./M.Sc. programmes",
+        "the ASP.NET framework",
+        "a.k.a. the co-founder",
+        "rose 3.5% in 2019",
+    ],
+)
+def test_prose_is_not_a_url(text: str) -> None:
+    assert find_url(text) is None
+
+
+def test_an_injected_link_yields_no_item_of_any_kind() -> None:
+    """An article sentence carrying a link makes no kept item, even when the item's own texts
+    are clean; an item that copies the link is rejected wherever the link sits."""
+    clean_sentence = TURN_SENTENCES[10]
+    verdicts = [
+        V.score_qa(
+            qa(evidence_text=INJECTED, question="Who offers free prizes?", answer="evil"),
+            n_sentences=20,
+        ),
+        V.score_qa(
+            qa(
+                question="Where can readers find the full story?",
+                answer="http://evil.example",
+                evidence_text=f"{EVIDENCE} {INJECTED}",
+            ),
+            n_sentences=20,
+        ),
+        V.score_qa(changed(old_evidence_text=f"{OLD} {INJECTED}"), n_sentences=20),
+        V.score_dialogue(dialogue(evidence_text=INJECTED), n_sentences=20),
+        V.score_dialogue(
+            dialogue(user="Is there more at evil.example/story?", evidence_text=clean_sentence),
+            n_sentences=20,
+        ),
+        V.score_quadruple(quad(evidence_text=f"{EVIDENCE} {INJECTED}"), n_sentences=20),
+        V.score_quadruple(quad(relation="announced at www.evil.example"), n_sentences=20),
+        V.score_quadruple(quad(subject="karpathy@evil.example"), n_sentences=20),
+    ]
+    for verdict in verdicts:
+        assert verdict.reason == "contains_url", verdict.detail
+        assert "evil.example" in verdict.detail
+
+
+def test_company_names_with_a_domain_are_kept() -> None:
+    item = qa(
+        title="Amazon (company)",
+        question="Who founded Amazon.com in 1994?",
+        answer="Jeff Bezos",
+        evidence_text=(
+            "Amazon.com, Inc. was founded by Jeff Bezos in Bellevue, Washington, in July 1994."
+        ),
+    )
+    assert V.score_qa(item, n_sentences=20).keep
+
+
+@pytest.mark.parametrize("subject", ["He", "it", "The company", "the team", "They"])
+def test_a_pronoun_instead_of_a_name_is_vague(subject: str) -> None:
+    verdict = ItemValidator().score_quadruple(
+        quad(subject=subject, evidence_text=f"{subject} left OpenAI on February 13, 2024."),
+        n_sentences=20,
+    )
+    assert verdict.reason == "vague_entity"
+
+
+def test_a_named_subject_is_not_vague() -> None:
+    assert ItemValidator().score_quadruple(quad(), n_sentences=20).keep
+
+
+@pytest.mark.parametrize("obj", ["2024", "February 2024", "13 February 2024", "2024-02-13"])
+def test_a_date_is_not_an_object(obj: str) -> None:
+    assert V.score_quadruple(quad(object=obj), n_sentences=20).reason == "object_is_date"
+
+
+@pytest.mark.parametrize("obj", ["OpenAI", "1,200 students", "the 2024 season", "Windows 2000"])
+def test_names_and_amounts_are_objects(obj: str) -> None:
+    assert "object_is_date" not in {
+        c.name for c in V.score_quadruple(quad(object=obj), n_sentences=20).failures
+    }
+
+
+PARAGRAPH = {
+    10: "In 2015, Karpathy joined OpenAI as a founding member.",
+    11: "In 2017, he became the director of artificial intelligence at Tesla.",
+    12: "He left Tesla in July 2022.",
+}
+
+
+@pytest.mark.parametrize(
+    ("expert", "cited", "credited"),
+    [
+        ("He joined OpenAI in 2015, as a founding member.", 10, 10),  # right citation kept
+        ("Tesla made him its director of artificial intelligence in 2017.", 10, 11),  # neighbour
+        ("He left Tesla in July 2022.", 11, 12),
+        ("He studied physics in Toronto.", 11, 11),  # supported by none: left for validation
+    ],
+)
+def test_a_reply_is_credited_to_the_sentence_that_states_it(
+    expert: str, cited: int, credited: int
+) -> None:
+    assert supporting_sentence(expert, cited, PARAGRAPH, "Andrej Karpathy") == credited
+
+
+@pytest.mark.parametrize(
+    ("answer", "cited", "evidence"),
+    [
+        ("2015", [10], [10]),
+        ("July 2022", [11], [12]),  # the one offered sentence that holds it
+        ("Tesla", [10], [10]),  # in two offered sentences: the citation stands (and fails)
+        ("Zanzibar", [10], [10]),
+    ],
+)
+def test_an_answer_is_credited_to_the_one_sentence_that_holds_it(
+    answer: str, cited: list[int], evidence: list[int]
+) -> None:
+    assert answer_sentence(answer, cited, PARAGRAPH) == evidence
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "evidence", "kept"),
+    [
+        ("2024-02-13", EVIDENCE, True),  # "February 13, 2024"
+        ("2024-02", EVIDENCE, True),
+        ("2024", EVIDENCE, True),
+        ("2024-01-01", "Karpathy left OpenAI in 2024.", False),  # padded precision
+        ("2024-02", "Karpathy left OpenAI in 2024.", False),
+        ("2024-02-14", EVIDENCE, False),
+        ("2013-06", "In June 2013, he joined.", True),
+    ],
+)
+def test_every_part_of_a_timestamp_is_in_the_evidence(
+    timestamp: str, evidence: str, kept: bool
+) -> None:
+    verdict = V.score_quadruple(quad(timestamp=timestamp, evidence_text=evidence), n_sentences=20)
+    assert ("timestamp_not_in_evidence" not in {c.name for c in verdict.failures}) is kept
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("May 15, 2021", "15 May 2021"), ("1st February 2024", "February 1, 2024")],
+)
+def test_one_date_in_two_spellings_is_equal(a: str, b: str) -> None:
+    assert normalize_answer(a) == normalize_answer(b)
+    assert is_grounded(a, f"It was released on {b}.")
+
+
+def test_an_answer_mostly_spelled_out_by_its_question_is_rejected() -> None:
+    item = qa(
+        question="What does semaglutide do to blood sugar levels?",
+        answer="decreases blood sugar levels",
+        evidence_text="The drug decreases blood sugar levels.",
+        title="Semaglutide",
+    )
+    verdict = V.score_qa(item, n_sentences=20)
+    assert verdict.reason == "answerable_from_question" and "most words" in verdict.detail
+
+
+def test_accented_latin_letters_are_not_garbled() -> None:
+    item = qa(
+        question="Where did Karpathy study, at Université de Montréal?", answer="1,200 students"
+    )
+    assert "garbled_text" not in {c.name for c in V.score_qa(item, n_sentences=20).failures}
+
+
+@pytest.mark.parametrize(
+    ("evidence", "kept"),
+    [
+        ("He finished 8th in the Drivers' Championship in 2024.", True),
+        ("Russell finished 8th in the Drivers' Championship in 2024.", False),
+    ],
+)
+def test_the_title_stands_for_a_pronoun_only(evidence: str, kept: bool) -> None:
+    item = quad(
+        title="Mercedes-Benz in Formula One",
+        subject="Mercedes-Benz",
+        relation="finished",
+        object="8th in the Drivers' Championship",
+        timestamp="2024",
+        evidence_text=evidence,
+    )
+    verdict = V.score_quadruple(item, n_sentences=20)
+    assert ("quadruple_not_grounded" not in {c.name for c in verdict.failures}) is kept

@@ -26,9 +26,10 @@ from pipeline.generate.items import (
     response_reject,
     text_field,
 )
-from pipeline.generate.prompts import load_prompt, number_sentences
+from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
 from pipeline.generate.selection import Article, Paragraph
 from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.validate import supporting_sentence
 
 
 @dataclass(eq=False)
@@ -48,6 +49,12 @@ class DialogueTask:
 def dialogue_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> DialogueTask:
     """A ``dialogue`` request for one paragraph."""
     request = load_prompt("dialogue").request(
+        schema=answer_schema(
+            "dialogue",
+            indices=paragraph.sent_idx,
+            min_items=cfg.dialogue_min_turns,
+            max_items=cfg.dialogue_max_turns,
+        ),
         title=article.title,
         sentences=number_sentences(paragraph.sent_idx, paragraph.texts),
         min_turns=cfg.dialogue_min_turns,
@@ -73,15 +80,20 @@ def parse_dialogue(task: DialogueTask, response: LLMResponse, generator: str) ->
         return rejected
     parsed = response.parsed or {}
     turns: list[DialogueTurn] = []
+    offered = dict(zip(task.paragraph.sent_idx, task.paragraph.texts, strict=True))
     try:
         for turn_idx, raw in enumerate(_turns(parsed)):
-            idx = index_field(raw, "sentence")
+            expert = text_field(raw, "expert")
+            cited = index_field(raw, "sentence")
+            # A reply is credited to the paragraph sentence that states it (the model's own
+            # citation when that holds, often its neighbour otherwise).
+            idx = supporting_sentence(expert, cited, offered, article.title)
             in_range = 0 <= idx < article.n_sentences
             turns.append(
                 DialogueTurn(
                     turn_idx=turn_idx,
                     user=text_field(raw, "user"),
-                    expert=text_field(raw, "expert"),
+                    expert=expert,
                     evidence_sent_idx=[idx],
                     evidence_text=article.texts[idx] if in_range else "",
                     # Out of range: no label; validation rejects it for the index first.

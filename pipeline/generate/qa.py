@@ -13,6 +13,7 @@ Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.config import GenerationConfig
 from pipeline.generate.items import (
@@ -24,9 +25,10 @@ from pipeline.generate.items import (
     response_reject,
     text_field,
 )
-from pipeline.generate.prompts import load_prompt, number_sentences
+from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
 from pipeline.generate.selection import Article, ChangedPair, NewGroup, Paragraph, source_context
 from pipeline.models.llm.base import LLMRequest, LLMResponse
+from pipeline.validate import answer_sentence
 
 NO_CONTEXT = "(none)"
 
@@ -50,9 +52,15 @@ def _context(article: Article, para_idx: int, cover: tuple[int, ...], cfg: Gener
     return text or NO_CONTEXT
 
 
+def _evidence_schema(name: str, offered: tuple[int, ...]) -> dict[str, Any]:
+    # One fact, so one or two sentences of evidence: a longer list is a model listing all.
+    return answer_schema(name, indices=offered, min_items=1, max_items=min(2, len(offered)))
+
+
 def initial_qa_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> QATask:
     """A ``qa_initial`` request for one selected paragraph."""
     request = load_prompt("qa_initial").request(
+        schema=_evidence_schema("qa_initial", paragraph.sent_idx),
         title=article.title,
         sentences=number_sentences(paragraph.sent_idx, paragraph.texts),
         max_words=cfg.answer_max_words,
@@ -63,6 +71,7 @@ def initial_qa_task(article: Article, paragraph: Paragraph, cfg: GenerationConfi
 def new_qa_task(article: Article, group: NewGroup, cfg: GenerationConfig) -> QATask:
     """A ``qa_new`` request for one group of consecutive new sentences."""
     request = load_prompt("qa_new").request(
+        schema=_evidence_schema("qa_new", group.sent_idx),
         title=article.title,
         sentences=number_sentences(group.sent_idx, group.texts),
         context=_context(article, group.para_idx, group.sent_idx, cfg),
@@ -109,7 +118,8 @@ def parse_qa(task: QATask, response: LLMResponse, generator: str) -> QAItem | Re
             evidence = list(task.offered)
         else:
             previous = None
-            evidence = index_list_field(parsed, "evidence")
+            offered = {i: article.texts[i] for i in task.offered if 0 <= i < article.n_sentences}
+            evidence = answer_sentence(answer, index_list_field(parsed, "evidence"), offered)
     except FieldError as err:
         return field_reject(*where, response, prompt_hash, err, parsed)
     in_range = [i for i in evidence if 0 <= i < article.n_sentences]

@@ -33,8 +33,8 @@ from pipeline.generate.items import (
     response_reject,
     text_field,
 )
-from pipeline.generate.prompts import load_prompt, number_sentences
-from pipeline.generate.selection import CHANGED, NEW, Article
+from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
+from pipeline.generate.selection import CHANGED, NEW, Article, is_statement
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 
 _NULLS = {"", "null", "none", "n/a", "na", "unknown", "not given", "no date", "-"}
@@ -113,6 +113,9 @@ def quadruple_task(
 ) -> QuadrupleTask:
     """A ``quadruples`` request over the given sentences of an article."""
     request = load_prompt("quadruples").request(
+        schema=answer_schema(
+            "quadruples", indices=sent_idx, max_items=cfg.quadruples_per_sentence * len(sent_idx)
+        ),
         title=article.title,
         sentences=number_sentences(sent_idx, [article.texts[i] for i in sent_idx]),
         max_per_sentence=cfg.quadruples_per_sentence,
@@ -121,10 +124,10 @@ def quadruple_task(
 
 
 def update_sentence_chunks(article: Article, max_sentences: int) -> list[tuple[int, ...]]:
-    """The new and changed sentences of each paragraph, in chunks of ``max_sentences``."""
+    """The new and changed statements of each paragraph, in chunks of ``max_sentences``."""
     by_para: dict[int, list[int]] = {}
     for i in range(article.n_sentences):
-        if article.labels.get(i) in (NEW, CHANGED):
+        if article.labels.get(i) in (NEW, CHANGED) and is_statement(article.texts[i]):
             by_para.setdefault(article.para_of[i], []).append(i)
     return [
         tuple(idx[start : start + max_sentences])

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import numpy as np
 
 from pipeline.config import GenerationConfig
 from pipeline.models.embedder import Embedder
+from pipeline.validate import normalize_answer
 
 CHANGED, NEW, UNCHANGED, UNLABELED = "changed", "new", "unchanged", "unlabeled"
 
@@ -178,12 +180,30 @@ def select_paragraphs(
     return out
 
 
+_MIN_STATEMENT_WORDS = 5
+# A statement ends like a sentence; a heading ("Economic impact on Danish society") or a list's
+# lead-in ("... won the title for Mercedes:") does not.
+_SENTENCE_END = frozenset('.!?"\')]\u201d\u2019')
+
+
+def is_statement(text: str) -> bool:
+    """A sentence that states something on its own: not a list's lead-in ("The following
+    drivers won ...:"), not a heading, not a table footnote ("* Season still in progress."),
+    not a fragment of a few words. Items made from the others ask about nothing."""
+    stripped = text.strip()
+    return (
+        len(stripped.split()) >= _MIN_STATEMENT_WORDS
+        and stripped[-1] in _SENTENCE_END
+        and not stripped.startswith(("*", "•", "†", "‡", "^", "#"))
+    )
+
+
 def group_new_sentences(article: Article, max_sentences: int) -> list[NewGroup]:
-    """Runs of adjacent ``new`` sentences within one paragraph, cut into chunks of at most
-    ``max_sentences`` (a run of 13 with max 6 gives 6 + 6 + 1)."""
+    """Runs of adjacent ``new`` statements (:func:`is_statement`) within one paragraph, cut
+    into chunks of at most ``max_sentences`` (a run of 13 with max 6 gives 6 + 6 + 1)."""
     runs: list[list[int]] = []
     for i in range(article.n_sentences):
-        if article.labels.get(i) != NEW:
+        if article.labels.get(i) != NEW or not is_statement(article.texts[i]):
             continue
         if runs and runs[-1][-1] == i - 1 and article.para_of[i - 1] == article.para_of[i]:
             runs[-1].append(i)
@@ -204,11 +224,35 @@ def group_new_sentences(article: Article, max_sentences: int) -> list[NewGroup]:
     return groups
 
 
+_NAME = re.compile(r"(?<=\S )[A-Z][\w'-]*")
+
+
+def _fact_tokens(text: str) -> set[str]:
+    """Numbers and capitalized words (not the first word) of a sentence, normalized."""
+    names = " ".join(_NAME.findall(text))
+    numbers = [t for t in normalize_answer(text).split() if any(c.isdigit() for c in t)]
+    return set(normalize_answer(names).split()) | set(numbers)
+
+
+def is_elaboration(old: str, new: str) -> bool:
+    """True when the new sentence keeps every number and name of the old one ("born 1962" ->
+    "born November 23, 1962", "Alonso" -> "Alonso and Stroll"): it adds detail but replaces
+    nothing, so no question has an earlier and a different current answer."""
+    new_tokens = set(normalize_answer(new).split())
+    return _fact_tokens(old) <= new_tokens
+
+
 def changed_pairs(article: Article) -> list[ChangedPair]:
-    """Every changed sentence with its old counterpart, in document order."""
+    """Every changed statement with its old counterpart, in document order, except
+    elaborations (:func:`is_elaboration`), which hold no replaced fact to ask about."""
     pairs = []
     for i in range(article.n_sentences):
-        if article.labels.get(i) == CHANGED and i in article.old_of:
+        if (
+            article.labels.get(i) == CHANGED
+            and i in article.old_of
+            and is_statement(article.texts[i])
+            and not is_elaboration(article.old_of[i][1], article.texts[i])
+        ):
             old_idx, old_text = article.old_of[i]
             pairs.append(
                 ChangedPair(

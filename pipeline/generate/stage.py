@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline import progress
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
 from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
@@ -84,7 +85,7 @@ from pipeline.validate import (
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
-GENERATOR_VERSION = "generate-1"
+GENERATOR_VERSION = "generate-2"
 OUTPUT_TABLES = ("qa", "dialogue", "quadruples", "rejects")
 
 
@@ -266,7 +267,8 @@ def attach_labels(
 def _complete(backend: LLMBackend, requests: list[LLMRequest], usage: Counter) -> list[LLMResponse]:
     if not requests:
         return []
-    responses = backend.complete_many(requests)
+    progress.add_total(len(requests))
+    responses = backend.complete_many(requests, on_response=lambda _i, _r: progress.advance())
     if len(responses) != len(requests):
         raise WikidriftError(
             f"backend {backend.backend_id} answered {len(responses)} of {len(requests)} requests"

@@ -42,6 +42,9 @@ def flow_config(workdir: Path, llm_server: object, **sections: dict) -> dict:
 
     articles = workdir.parent / "articles.txt"
     articles.write_text("Sam Altman\nDenver Nuggets\nSony Music\n")
+    # Built-in defaults, not the demo's data/wikidrift.toml (the CLI test's own file has none).
+    no_file = workdir.parent / "defaults.toml"
+    no_file.write_text("")
     overrides = {
         "workdir": str(workdir),
         "snapshot": {
@@ -54,4 +57,4 @@ def flow_config(workdir: Path, llm_server: object, **sections: dict) -> dict:
     }
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)
-    return load_config(profile="offline", overrides=overrides).model_dump(mode="json")
+    return load_config(no_file, profile="offline", overrides=overrides).model_dump(mode="json")

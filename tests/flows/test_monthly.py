@@ -223,7 +223,8 @@ def test_cli_run_builds_the_configured_dates(
         ]
     )
     assert code == 0
-    assert "release wikidrift-2024-01-01: qa=" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "wikidrift-2024-01-01" in out and "QA pairs" in out  # the summary table
     assert verify_release(tmp_path / "w", "2024-01-01") == []
     # Same articles, same answers: the release equals the flow's reference release.
     ref = reference["checksums"]

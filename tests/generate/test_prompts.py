@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -84,7 +85,8 @@ def test_request_carries_schema_hash_and_purpose(name: str) -> None:
     request = load_prompt(name).request(**_values(name))
     assert request.purpose == name
     assert request.prompt_hash == prompt_hash(name)
-    assert request.json_schema == ANSWER_MODELS[name].model_json_schema()
+    assert request.json_schema == answer_schema(name)
+    assert list(request.json_schema["properties"]) == list(ANSWER_MODELS[name].model_fields)
     assert request.json_schema["additionalProperties"] is False
     assert set(request.json_schema["required"]) == set(request.json_schema["properties"])
     roles = [m["role"] for m in request.messages]
@@ -100,11 +102,36 @@ def test_render_is_single_pass_and_strict() -> None:
     user = messages[-1]["content"]
     assert "Article title: {sentences}" in user  # inserted text is not expanded again
     assert "[0] a {b}" in user
-    assert '{"question": "...", "answer": "...", "evidence": [index, ...]}' in user
+    assert user.endswith("[0] a {b}\nAnswer:")  # the article's text comes last
     with pytest.raises(KeyError, match="missing"):
         template.render(title="x", sentences="y")
     with pytest.raises(KeyError, match="unknown"):
         template.render(title="x", sentences="y", max_words=3, colour="red")
+
+
+@pytest.mark.parametrize("name", PROMPT_NAMES)
+def test_the_article_comes_after_everything_fixed(name: str) -> None:
+    """Instructions and the worked example come first, so that every request of a kind
+    shares one prefix the local server keeps cached; the article's text comes last."""
+    user = load_prompt(name).user
+    data = PLACEHOLDERS[name] & {"title", "sentences", "context", "old_sentence", "new_sentence"}
+    first = min(user.index("{" + p + "}") for p in data)
+    assert "Now the real input." in user[:first]
+    assert "Example" in user[:first]
+
+
+def test_answer_schema_pins_indices_sizes_and_lengths() -> None:
+    schema = answer_schema("dialogue", indices=(8, 3, 3), min_items=3, max_items=4)
+    turns = schema["properties"]["turns"]
+    assert (turns["minItems"], turns["maxItems"]) == (3, 4)
+    turn = schema["$defs"]["DialogueTurnAnswer"]["properties"]
+    assert turn["sentence"]["enum"] == [3, 8]
+    assert turn["expert"]["maxLength"] > turn["user"]["maxLength"] > 0
+    qa = answer_schema("qa_initial", indices=(5,), min_items=1, max_items=1)
+    assert qa["properties"]["evidence"]["items"]["enum"] == [5]
+    quads = answer_schema("quadruples")["$defs"]["QuadrupleAnswer"]["properties"]
+    assert {"type": "null"} in quads["timestamp"]["anyOf"]
+    assert "title" not in json.dumps(schema) and "description" not in json.dumps(schema)
 
 
 def test_edited_template_gets_a_new_hash(tmp_path: Path) -> None:

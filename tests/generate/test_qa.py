@@ -49,7 +49,7 @@ def _answer(task: QATask, text: str) -> QAItem | Reject:
 
 
 def _context_of(prompt: str) -> str:
-    return prompt.split("when not given):\n\n")[1].split("\n\nWrite ONE")[0]
+    return prompt.split("Context: ")[-1].split("\nAdded sentences:")[0]
 
 
 def _initial_task(article: Article) -> QATask:
@@ -63,7 +63,7 @@ def test_initial_request_numbers_the_paragraph_with_article_indices(article: Art
     for i in task.offered:
         assert f"[{i}] {article.texts[i]}" in text
     assert f"Article title: {article.title}" in text
-    assert f"at most {CFG.answer_max_words} words" in text
+    assert f"at most {CFG.answer_max_words} words" in task.request.messages[-1]["content"]
     assert task.request.prompt_hash == prompt_hash("qa_initial")
     assert task.request.json_schema and "evidence" in task.request.json_schema["properties"]
 
@@ -177,6 +177,6 @@ def test_contradiction_checker_one_batch_and_tolerant_verdicts() -> None:
     assert checker.check(pairs) == [True, False, None, None, None]
     assert checker.calls == 1 and backend.calls == 5
     assert all(r.purpose == "contradiction" for r in backend.requests)
-    assert "Older version: Founded in 1990." in user_text(backend.requests[0])
+    assert "OLDER: Founded in 1990." in user_text(backend.requests[0])
     assert checker.check([]) == []
     assert read_verdict(LLMResponse(text="", model="m", error="boom")) is None

@@ -95,7 +95,8 @@ def test_parse_keeps_good_records_and_rejects_bad_ones_alone() -> None:
     art = _article(["new", "changed", "unchanged"], [0, 0, 0])
     task = quadruple_task(art, (0, 1), CFG)
     assert "[0] In 2000 Acme Corp hired Person0." in user_text(task.request)
-    assert f"At most {CFG.quadruples_per_sentence} records" in user_text(task.request)
+    instructions = task.request.messages[-1]["content"]
+    assert f"At most {CFG.quadruples_per_sentence} records" in instructions
     records = [
         {
             "subject": "Acme Corp",

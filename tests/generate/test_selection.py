@@ -15,7 +15,9 @@ from pipeline.generate.selection import (
     dialogue_paragraphs,
     group_new_sentences,
     informative_paragraphs,
+    is_elaboration,
     is_informative,
+    is_statement,
     select_paragraphs,
     source_context,
 )
@@ -49,7 +51,7 @@ def _synthetic(labels: list[str], paras: list[int]) -> Article:
         page_id=7,
         title="T",
         snapshot=NEW,
-        texts=[f"Sentence {i}." for i in range(n)],
+        texts=[f"This is test sentence number {i}." for i in range(n)],
         para_of=paras,
         section_of=[""] * n,
         labels=dict(enumerate(labels)),
@@ -128,7 +130,7 @@ def test_new_groups_split_at_six_and_at_paragraph_breaks() -> None:
         (20,),
     ]
     assert [g.para_idx for g in groups] == [0, 0, 0, 1, 2, 2]
-    assert groups[3].texts == ("Sentence 14.", "Sentence 15.", "Sentence 16.")
+    assert groups[3].texts == tuple(f"This is test sentence number {i}." for i in (14, 15, 16))
     assert [len(g.sent_idx) for g in group_new_sentences(art, 4)][:4] == [4, 4, 4, 1]
 
 
@@ -148,7 +150,11 @@ def test_groups_and_pairs_on_real_labels(
             assert list(g.sent_idx) == list(range(g.sent_idx[0], g.sent_idx[-1] + 1))
             assert {art.para_of[i] for i in g.sent_idx} == {g.para_idx}
         covered = [i for g in group_new_sentences(art, 6) for i in g.sent_idx]
-        assert covered == [i for i, lab in sorted(art.labels.items()) if lab == "new"]
+        assert covered == [
+            i
+            for i, lab in sorted(art.labels.items())
+            if lab == "new" and is_statement(art.texts[i])
+        ]
         for pair in changed_pairs(art):
             n_pairs += 1
             assert art.labels[pair.new_idx] == "changed"
@@ -156,6 +162,24 @@ def test_groups_and_pairs_on_real_labels(
             assert pair.old_text == old_text[(art.page_id, pair.old_idx)]
             assert pair.old_text != pair.new_text
     assert n_groups >= 5 and n_pairs >= 5
+
+
+@pytest.mark.parametrize(
+    ("text", "statement"),
+    [
+        ("Mercedes finished 2023 second in the Constructors' Championship.", True),
+        ("The following drivers won the Formula One Drivers' Championship for Mercedes:", False),
+        ("* Season still in progress.", False),
+        ("Notes and references.", False),
+        ("Economic impact on Danish society", False),
+    ],
+)
+def test_only_statements_become_items(text: str, statement: bool) -> None:
+    assert is_statement(text) is statement
+    art = _synthetic(["new", "new"], [0, 0])
+    art.texts[1] = text
+    covered = [i for g in group_new_sentences(art, 6) for i in g.sent_idx]
+    assert covered == ([0, 1] if statement else [0])
 
 
 def test_dialogue_paragraphs_need_a_change_and_decided_labels(
@@ -184,3 +208,37 @@ def test_source_context_surrounds_the_group(labeled: tuple[list[Article], list[A
             if not set(own.sent_idx) <= set(g.sent_idx) and len(own.text) <= 2000:
                 assert context == own.text  # the paragraph around the group, nothing more
     assert source_context(updated[0], updated[0].para_of[0], (0,), 0) == ""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "elaboration"),
+    [
+        (
+            "Arvind Krishna (born 1962) is an executive.",
+            "Arvind Krishna (born November 23, 1962) is an executive.",
+            True,
+        ),
+        (
+            "Aston Martin retain Fernando Alonso.",
+            "Aston Martin retain Fernando Alonso and Lance Stroll.",
+            True,
+        ),
+        ("Karpathy received a PhD in 2016.", "Karpathy received a PhD in 2015.", False),
+        (
+            "The notch was introduced from the iPhone 13.",
+            "The notch was introduced in the iPhone X.",
+            False,
+        ),
+        (
+            "In addition, Aston Martin will build a gearbox.",
+            "In addition, the Silverstone-based team will build a gearbox.",
+            False,
+        ),
+    ],
+)
+def test_elaborations_are_not_changed_pairs(old: str, new: str, elaboration: bool) -> None:
+    assert is_elaboration(old, new) is elaboration
+    art = _synthetic(["changed"], [0])
+    art.texts[0] = new
+    art.old_of[0] = (0, old)
+    assert len(changed_pairs(art)) == (0 if elaboration else 1)

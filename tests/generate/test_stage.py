@@ -14,6 +14,7 @@ import pytest
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
 from pipeline.generate.prompts import prompt_hash
+from pipeline.generate.selection import is_elaboration, is_statement
 from pipeline.generate.stage import (
     GenerationSummary,
     generate_items,
@@ -215,8 +216,15 @@ def test_later_snapshot_qa_from_new_and_changed_sentences(runs: Runs) -> None:
             assert is_grounded(r["answer"], r["evidence_text"])
             assert r["previous_snapshot"] == OLD
     assert runs.second.counts["qa"]["changed"] >= 5
+    # One request per changed statement that replaced a fact (elaborations hold none).
     assert runs.second.requests["qa_changed"] == sum(
-        1 for (pid, _), lab in labels.items() if lab["label"] == "changed" and pid in ALL_IDS
+        1
+        for (pid, _), lab in labels.items()
+        if lab["label"] == "changed"
+        and pid in ALL_IDS
+        and is_statement(lab["text"])
+        and lab["old_idx"]
+        and not is_elaboration(lab["old_text"], lab["text"])
     )
 
 
@@ -255,7 +263,7 @@ def test_later_snapshot_quadruples(runs: Runs) -> None:
 def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs) -> None:
     rejects = _table(runs, OLD, "rejects") + _table(runs, NEW, "rejects")
     injected = runs.responder.injected
-    assert len(injected) == 12 + 2 + 4 + 5
+    assert len(injected) == 12 + 4 + 2 + 6 + 10
     for purpose, fault in injected:
         reason = expected_reason(purpose, fault)
         mine = [r for r in rejects if r["reason"] == reason and r["purpose"] == purpose]

@@ -1,4 +1,5 @@
-"""LLM backends for generation: OpenAI (sync and Batch API), local transformers, scripted.
+"""LLM backends for generation: OpenAI (sync and Batch API), the local llama.cpp server
+(:mod:`pipeline.models.llm.llamacpp`, started on demand), local transformers, scripted.
 
 Every backend implements :class:`LLMBackend` (``complete_many(requests) -> responses``, in
 order, failures as responses with ``error`` set). :class:`CachedLLM` over an

