@@ -183,7 +183,7 @@ def select_paragraphs(
 _MIN_STATEMENT_WORDS = 5
 # A statement ends like a sentence; a heading ("Economic impact on Danish society") or a list's
 # lead-in ("... won the title for Mercedes:") does not.
-_SENTENCE_END = frozenset('.!?"\')]\u201d\u2019')
+_SENTENCE_END = frozenset(".!?\"')]\u201d\u2019")
 
 
 def is_statement(text: str) -> bool:
