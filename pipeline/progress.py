@@ -108,7 +108,9 @@ class ConsoleProgress:
             line, self._line = self._line, None
             took = time.monotonic() - line["start"]
             done = f": {line['n']} {line['unit']}s" if line["n"] else ""
-            print(f"{line['label']}{done} in {took:.0f}s", file=self.file, flush=True)
+            # write(), not print(): a Prefect flow with log_prints turns print() into log records
+            self.file.write(f"{line['label']}{done} in {took:.0f}s\n")
+            self.file.flush()
 
     def close(self) -> None:
         """Finish the last stage."""
