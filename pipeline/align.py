@@ -2,8 +2,9 @@
 
 The method is GrowOVER's (§3.2, Algorithm 3):
 
-1. **Unchanged by similarity.** A new sentence whose embedding similarity to an old sentence
-   exceeds ``unchanged_threshold`` (0.99) is unchanged.
+1. **Unchanged by similarity.** A new sentence whose embedding similarity to an old sentence,
+   rounded to two decimals as GrowOVER's code rounds it, reaches ``unchanged_threshold``
+   (0.99) is unchanged. (All thresholds compare rounded similarities: >= 0.6, <= 0.7.)
 2. **Span matching.** Anchored unchanged pairs cut both revisions into gaps. Inside a gap,
    consecutive spans of up to ``max_span`` old sentences are compared (joined text) with spans
    of up to ``max_span`` new sentences; a span pair above the threshold makes all its
@@ -45,6 +46,10 @@ different numbers, dates or named entities" (:mod:`pipeline.facts`):
 
 Every row records its ``rule`` and the model(s) that ``decided`` it.
 
+**Faithful mode** (``faithful=True``) replaces steps 1-2 with GrowOVER's published matcher,
+decision for decision (mutual best matches on rounded similarities, its gaps and span
+enumeration, quirks included; README "Paper versus code"), then its gaps go to step 3.
+
 **Fact guard** (default on; off with ``faithful=True``): a pair that *similarity* (not exact
 text) would call unchanged, sentence or span, whose numbers / dates / entities differ is not
 unchanged: it goes on to the NLI / changed path with reason ``fact_mismatch`` and keeps its
@@ -62,7 +67,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pipeline.facts import FactExtractor, Facts, fact_differences
+from pipeline.facts import FactExtractor, Facts, extract_facts, fact_differences, name_words
 from pipeline.models.embedder import Embedder
 from pipeline.models.nli import NLIClassifier, NLIResult
 
@@ -93,7 +98,7 @@ class AlignSettings:
     max_span: int = 5
     span_length_ratio: float = 1.3
     span_min_word_overlap: float = 0.7
-    faithful: bool = False  # True = GrowOVER's rule exactly, without the fact guard
+    faithful: bool = False  # True = GrowOVER's code's decisions exactly, no fact guard
 
 
 @dataclass
@@ -270,6 +275,220 @@ def _could_be_same_text(
     return len(ta & tb) / max(len(ta), len(tb)) >= st.span_min_word_overlap
 
 
+def round2(values: np.ndarray | float) -> np.ndarray:
+    """Similarities rounded to two decimals the way GrowOVER's code rounds every similarity
+    matrix (``.round(2)``) before comparing it with a threshold; float64 so the result does
+    not depend on how a matrix product was blocked."""
+    return np.round(np.asarray(values, dtype=np.float64), 2)
+
+
+def reaches(similarity: float, threshold: float) -> bool:
+    """``round(similarity, 2) >= threshold``: GrowOVER's code for "unchanged" (0.99) and for
+    the changed floor (0.6); the paper writes "> 0.99" and "> 0.6" without rounding."""
+    return bool(round2(similarity) >= threshold)
+
+
+def stays_below(similarity: float, threshold: float) -> bool:
+    """``round(similarity, 2) <= threshold``: GrowOVER's code for "new" (0.7); the paper
+    writes "< 0.7"."""
+    return bool(round2(similarity) <= threshold)
+
+
+# ---------------------------------------------------------------- GrowOVER's matcher, exactly
+# ``faithful=True`` reproduces the decisions of GrowOVER's published matcher
+# (dataset/sentence_labeling/tools.py, ``Comparator.label_same``) on our sentence lists,
+# quirks included; README "Paper versus code" lists each one. A match is an old index (int,
+# -1 = none) or, after span matching, a list of (start, stop) old slices.
+Match = int | list[tuple[int, int]]
+
+
+def _first_best(sim: np.ndarray, threshold: float) -> list[int]:
+    """Per column: the first row holding the column's (rounded) maximum, or -1 when that
+    maximum is below ``threshold``. Rounding first makes ties common; the lowest index wins."""
+    if sim.shape[0] == 0:
+        return [-1] * sim.shape[1]
+    best, top = sim.argmax(axis=0), sim.max(axis=0)
+    return [int(b) if t >= threshold else -1 for b, t in zip(best, top, strict=True)]
+
+
+def _match_after(m: Match) -> int:
+    """Old index where the gap after a matched new sentence starts (-1: unmatched)."""
+    if isinstance(m, list):
+        return max(stop for _, stop in m)
+    return m + 1 if m != -1 else -1
+
+
+def _match_before(m: Match) -> int:
+    """Old index where the gap before a matched new sentence ends (-1: unmatched)."""
+    if isinstance(m, list):
+        return min(start for start, _ in m)
+    return m
+
+
+def growover_chunks(
+    same: list[bool], match: list[Match], n_old: int
+) -> list[tuple[list[int], list[int]]]:
+    """GrowOVER's gaps: ([new start, new stop], [old start, old stop]) for each run of new
+    sentences not labeled unchanged. A gap is opened by any new sentence whose predecessor has
+    a match (even a one-sided best match that did not make it unchanged) and closed by the
+    next sentence's match; a gap running to the end of the article gets the new article's last
+    index as old stop, as the code does."""
+    n_new = len(same)
+    new_chunks: list[list[int]] = []
+    old_chunks: list[list[int]] = []
+    for j in range(n_new):
+        if same[j]:
+            continue
+        start = 0 if j == 0 else _match_after(match[j - 1])
+        if start >= n_old:
+            new_chunks.append([j, n_new])
+            old_chunks.append([n_old, n_old])
+            break
+        if start != -1:
+            new_chunks.append([j, j + 1])
+            old_chunks.append([start, -1])
+        end = _match_before(match[j + 1]) if j + 1 < n_new else n_new - 1
+        if end != -1:
+            if not new_chunks:
+                raise AssertionError("GrowOVER gap closed before it was opened")
+            new_chunks[-1][1] = j + 1
+            old_chunks[-1][1] = end
+    if old_chunks and old_chunks[-1][1] == -1:
+        old_chunks[-1][1] = n_old
+    return list(zip(new_chunks, old_chunks, strict=True))
+
+
+def growover_spans(
+    start: int, stop: int, max_len: int, *, capped_prefix: bool
+) -> list[tuple[int, int]]:
+    """The (slice start, slice stop) spans GrowOVER compares inside a gap [start, stop), in its
+    order: spans that begin with the anchor before the gap (``start - 1``, which is -1, an
+    empty slice, at the top of an article), then every run of up to ``max_len`` sentences
+    that may end on the anchor after the gap; the anchor alone at either end is left out.
+    Only the old side caps the anchor-led spans at ``max_len`` (``capped_prefix``): the new
+    side's cap in the code reads ``min(ne, ne + max_len)``, i.e. none."""
+    last = stop + 1
+    lead_stop = min(last, start + max_len) if capped_prefix else last
+    spans = [(start - 1, k) for k in range(start, lead_stop)]
+    spans += [
+        (a, b) for a in range(start, last) for b in range(a + 1, last + 1) if b - a <= max_len
+    ]
+    return spans[1:-1]
+
+
+def _may_reach_growover_threshold(a: str, b: str, ta: frozenset[str], tb: frozenset[str]) -> bool:
+    """Necessary in practice for two texts to round to 0.99 similar: equal (the empty spans at
+    the top of an article included), or lengths within 1.5x of each other and half their words
+    shared. Looser than the default mode's span filter because rounding accepts 0.985; the
+    parity test checks on every wikisnap pair that no pruned pair would have matched."""
+    if a == b:
+        return True
+    if not ta or not tb or max(len(a), len(b)) > 1.5 * min(len(a), len(b)):
+        return False
+    return len(ta & tb) >= 0.5 * max(len(ta), len(tb))
+
+
+def _slice_text(texts: list[str], span: tuple[int, int]) -> str:
+    # Python slice semantics on purpose: (-1, k) is empty unless k reaches the end.
+    return " ".join(texts[span[0] : span[1]])
+
+
+@dataclass
+class GrowoverMatch:
+    """What GrowOVER's matcher decided for one article pair."""
+
+    new_same: list[bool]
+    old_same: list[bool]
+    new_match: list[Match]
+    new_rule: list[str | None]  # "similarity" (step 1) or "span", for unchanged sentences
+    new_similarity: list[float | None]
+
+    def old_indices(self, j: int, n_old: int) -> list[int]:
+        """The old sentence(s) new sentence ``j`` is matched to: its best old sentence, or the
+        sentences of the first old span it was matched to (slice semantics)."""
+        m = self.new_match[j]
+        if isinstance(m, list):
+            return list(range(n_old))[m[0][0] : m[0][1]]
+        return [] if m == -1 else [m]
+
+
+def growover_sentence_step(
+    raw: np.ndarray, threshold: float
+) -> tuple[np.ndarray, list[int], list[int], list[bool], list[bool]]:
+    """Step 1 on the (old x new) cosine matrix: the rounded matrix, each side's first best
+    match at or above the threshold, and the mutual best matches (unchanged)."""
+    sim = round2(raw)
+    new_match = _first_best(sim, threshold)
+    old_match = _first_best(sim.T, threshold)
+    # A -1 match indexes the last element, as in the code; it can never point back.
+    new_same = [old_match[m] == j for j, m in enumerate(new_match)]
+    old_same = [new_match[m] == i for i, m in enumerate(old_match)]
+    return sim, new_match, old_match, new_same, old_same
+
+
+def growover_span_plan(
+    old_texts: list[str],
+    new_texts: list[str],
+    chunks: list[tuple[list[int], list[int]]],
+    max_len: int,
+) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]], list[str], list[str]]]:
+    """For each gap span matching will look at: old spans, new spans and their texts."""
+    plan = []
+    for (ns, ne), (os_, oe) in chunks:
+        if os_ >= oe:
+            continue
+        olds = growover_spans(os_, oe, max_len, capped_prefix=True)
+        news = growover_spans(ns, ne, max_len, capped_prefix=False)
+        plan.append(
+            (
+                olds,
+                news,
+                [_slice_text(old_texts, sp) for sp in olds],
+                [_slice_text(new_texts, sp) for sp in news],
+            )
+        )
+    return plan
+
+
+def growover_apply_spans(
+    result: GrowoverMatch,
+    old_match: list[Match],
+    olds: list[tuple[int, int]],
+    news: list[tuple[int, int]],
+    sim: np.ndarray,
+    threshold: float,
+) -> None:
+    """Span step for one gap: every span pair whose rounded similarity reaches the threshold
+    marks all its sentences unchanged (no check for sentences already taken); pairs are taken
+    best first, ties in row-major order, which decides the first recorded match."""
+    n_old, n_new = len(result.old_same), len(result.new_same)
+    rows, cols = np.nonzero(sim >= threshold)
+    pairs = sorted(zip(rows.tolist(), cols.tolist(), strict=True), key=lambda rc: -sim[rc])
+    for r, c in pairs:
+        for i in range(*olds[r]):
+            if i >= n_old:
+                break
+            result.old_same[i] = True
+            _add_span(old_match, i, news[c])
+        for j in range(*news[c]):
+            if j >= n_new:
+                break
+            if not result.new_same[j]:
+                result.new_rule[j] = "span"
+                result.new_similarity[j] = float(sim[r, c])
+            result.new_same[j] = True
+            _add_span(result.new_match, j, olds[r])
+
+
+def _add_span(match: list[Match], i: int, span: tuple[int, int]) -> None:
+    # An unmatched sentence gets a list; a list grows; a one-sided int match stays as it is.
+    m = match[i]
+    if isinstance(m, list):
+        m.append(span)
+    elif m == -1:
+        match[i] = [span]
+
+
 class SentenceLabeler:
     """Labels the sentences of new revisions against old ones (see the module docstring)."""
 
@@ -290,6 +509,7 @@ class SentenceLabeler:
         self.facts = facts or FactExtractor()
         self.naive = naive
         self._fact_cache: dict[str, Facts] = {}
+        self._regex_cache: dict[str, Facts] = {}
 
     # ------------------------------------------------------------------ public
     def label_pages(
@@ -320,7 +540,9 @@ class SentenceLabeler:
                         for i, t in enumerate(old.texts)
                     ]
                 )
-            elif not self.naive and old.hashes == new.hashes:
+            elif not (self.naive or self.settings.faithful) and old.hashes == new.hashes:
+                # (GrowOVER's matcher can leave a repeated sentence of an unedited article
+                # unmatched, so faithful mode runs it on identical revisions too.)
                 stats.pages_identical += 1
                 slots.append(
                     [
@@ -350,6 +572,10 @@ class SentenceLabeler:
 
     # ------------------------------------------------------------------ stages
     def _label_works(self, works: list[_PageWork], stats: LabelingStats) -> None:
+        if self.settings.faithful:
+            vectors = self._growover_match(works, stats)
+            self._decide_gaps(works, vectors, stats)
+            return
         if not self.naive:
             for w in works:
                 self._exact_match(w, stats)
@@ -362,6 +588,132 @@ class SentenceLabeler:
         for w in works:
             w.gaps = _gaps(w)
         self._decide_gaps(works, vectors, stats)
+
+    def _growover_match(
+        self, works: list[_PageWork], stats: LabelingStats
+    ) -> dict[str, np.ndarray]:
+        """GrowOVER's matcher exactly (``faithful``): every sentence of both revisions
+        embedded, rounded similarities, mutual best matches, then one pass of span matching
+        over the gaps the code computes, then its gaps again for the NLI / offline step."""
+        st = self.settings
+        texts: dict[str, None] = {}
+        for w in works:
+            texts.update(dict.fromkeys(w.old.texts))
+            texts.update(dict.fromkeys(w.new.texts))
+        vectors = self._embed(list(texts))
+        matched: list[tuple[_PageWork, GrowoverMatch, list[Match]]] = []
+        plans = []
+        for w in works:
+            if not w.old.texts or not w.new.texts:
+                w.gaps = [([], list(range(len(w.new.texts))))] if w.new.texts else []
+                continue
+            raw = (
+                np.stack([vectors[t] for t in w.old.texts]).astype(np.float64)
+                @ np.stack([vectors[t] for t in w.new.texts]).astype(np.float64).T
+            )
+            stats.similarity_pairs += raw.size
+            _, new_match, old_match, new_same, old_same = growover_sentence_step(
+                raw, st.unchanged_threshold
+            )
+            result = GrowoverMatch(
+                new_same,
+                old_same,
+                list(new_match),
+                ["similarity" if same else None for same in new_same],
+                [
+                    float(raw[m, j]) if same else None
+                    for j, (m, same) in enumerate(zip(new_match, new_same, strict=True))
+                ],
+            )
+            olds_match: list[Match] = list(old_match)
+            chunks = growover_chunks(new_same, result.new_match, len(w.old.texts))
+            plan = growover_span_plan(w.old.texts, w.new.texts, chunks, st.max_span)
+            matched.append((w, result, olds_match))
+            plans.append(plan)
+        # The code embeds every span of every gap; pairs that cannot be 0.985-similar are
+        # left out here (sim -inf): most of the work saved, and on every wikisnap pair no
+        # decision changed (tests/test_growover_parity.py).
+        candidates = []
+        for plan in plans:
+            for _, _, old_texts, new_texts in plan:
+                ot = [_tokens(t) for t in old_texts]
+                nt = [_tokens(t) for t in new_texts]
+                candidates.append(
+                    [
+                        (r, c)
+                        for r, a in enumerate(old_texts)
+                        for c, b in enumerate(new_texts)
+                        if _may_reach_growover_threshold(a, b, ot[r], nt[c])
+                    ]
+                )
+        span_texts = list(
+            dict.fromkeys(
+                t
+                for plan in plans
+                for (_, _, old_texts, new_texts) in plan
+                for t in (*old_texts, *new_texts)
+            )
+        )
+        wanted = {
+            t
+            for (_, _, old_texts, new_texts), pairs in zip(
+                (c for plan in plans for c in plan), candidates, strict=True
+            )
+            for r, c in pairs
+            for t in (old_texts[r], new_texts[c])
+        }
+        span_texts = [t for t in span_texts if t in wanted]
+        stats.span_texts += len(span_texts)
+        span_vecs = self._embed(span_texts)
+        gap_pairs = iter(candidates)
+        for (w, result, olds_match), plan in zip(matched, plans, strict=True):
+            for old_spans, new_spans, old_texts, new_texts in plan:
+                sim = np.full((len(old_texts), len(new_texts)), -np.inf)
+                for r, c in next(gap_pairs):
+                    sim[r, c] = float(
+                        span_vecs[old_texts[r]].astype(np.float64)
+                        @ span_vecs[new_texts[c]].astype(np.float64)
+                    )
+                growover_apply_spans(
+                    result, olds_match, old_spans, new_spans, round2(sim), st.unchanged_threshold
+                )
+            self._adopt_growover(w, result)
+        return vectors
+
+    def _adopt_growover(self, w: _PageWork, result: GrowoverMatch) -> None:
+        """Turn GrowOVER's matcher result into decisions and the gaps left for step 3."""
+        n_old = len(w.old.texts)
+        for j, same in enumerate(result.new_same):
+            if same:
+                rule = result.new_rule[j] or "span"
+                w.decisions[j] = _Decision(
+                    UNCHANGED,
+                    rule,
+                    self.embedder.model_id,
+                    result.old_indices(j, n_old),
+                    similarity=result.new_similarity[j],
+                )
+        w.old_used.update(i for i, same in enumerate(result.old_same) if same)
+        w.gaps = []
+        seen: set[int] = set()
+        for (ns, ne), (os_, oe) in growover_chunks(result.new_same, result.new_match, n_old):
+            news = [j for j in range(ns, ne) if j not in w.decisions and j not in seen]
+            seen.update(news)
+            if not news:
+                continue
+            if os_ in (oe, n_old):
+                w.gaps.append(([], news))  # the code's "new" gap: no old sentence to compare
+                continue
+            olds = list(range(os_, min(oe, n_old)))
+            if not olds:
+                # The code skips such a gap (an end-of-article gap whose old stop is the new
+                # article's length): its sentences get no label.
+                for j in news:
+                    w.decisions[j] = _Decision(
+                        UNLABELED, "growover_empty_gap", "rule", reason="growover_empty_gap"
+                    )
+                continue
+            w.gaps.append((olds, news))
 
     @staticmethod
     def _rechain(w: _PageWork) -> None:
@@ -450,10 +802,35 @@ class SentenceLabeler:
             self._fact_cache.update(zip(missing, self.facts.extract_many(missing), strict=True))
         return [self._fact_cache[t] for t in texts]
 
+    def _regex_diff(self, old_text: str, new_text: str) -> list[str]:
+        """Differences in numbers and dates alone (no model)."""
+        for t in (old_text, new_text):
+            if t not in self._regex_cache:
+                self._regex_cache[t] = extract_facts(t)
+        return fact_differences(
+            old_text, new_text, self._regex_cache[old_text], self._regex_cache[new_text]
+        )
+
+    def _needs_ner(self, old_text: str, new_text: str) -> bool:
+        """Whether only NER can tell if two texts differ in facts: not when their numbers or
+        dates differ already (a difference either way), nor when both use the same content
+        words (every entity of one is then still named in the other)."""
+        if old_text == new_text or self._regex_diff(old_text, new_text):
+            return False
+        return set(name_words(old_text)) != set(name_words(new_text))
+
+    def _ner_texts(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """The texts of ``pairs`` that need NER (one batched pass for them all)."""
+        return [t for o, n in pairs if self._needs_ner(o, n) for t in (o, n)]
+
     def _fact_diff(self, old_text: str, new_text: str) -> str | None:
-        """The facts that differ between two texts ("; "-joined), or None."""
+        """The facts that differ between two texts ("; "-joined), or None. NER runs only
+        where numbers and dates agree and the words differ (``_needs_ner``)."""
         if old_text == new_text:
             return None
+        if not self._needs_ner(old_text, new_text):
+            diffs = self._regex_diff(old_text, new_text)
+            return "; ".join(diffs) if diffs else None
         f_old, f_new = self._facts_of([old_text, new_text])
         diffs = fact_differences(old_text, new_text, f_old, f_new)
         return "; ".join(diffs) if diffs else None
@@ -481,11 +858,13 @@ class SentenceLabeler:
             best = sims.argmax(axis=1)
             for row, j in enumerate(news):
                 s = float(sims[row, best[row]])
-                if s > self.settings.unchanged_threshold:
+                if reaches(s, self.settings.unchanged_threshold):
                     found.append((w, j, olds[int(best[row])], s))
         if not self.settings.faithful:
             # One batched NER pass for every pair the guard will look at.
-            self._facts_of([t for w, j, i, _ in found for t in (w.old.texts[i], w.new.texts[j])])
+            self._facts_of(
+                self._ner_texts([(w.old.texts[i], w.new.texts[j]) for w, j, i, _ in found])
+            )
         for w, j, i, s in found:
             veto = self._guard(w.old.texts[i], w.new.texts[j])
             if veto:
@@ -529,12 +908,12 @@ class SentenceLabeler:
         scored = []
         for w, osp, nsp, otext, ntext in candidates:
             s = float(vecs[otext] @ vecs[ntext])
-            if s > st.unchanged_threshold:
+            if reaches(s, st.unchanged_threshold):
                 scored.append((s, (osp[1] - osp[0]) + (nsp[1] - nsp[0]), w, osp, nsp, otext, ntext))
         # Best pairs first; among equals prefer the larger spans (they explain more sentences).
         scored.sort(key=lambda x: (-x[0], -x[1]))
         if not st.faithful:
-            self._facts_of([t for *_, otext, ntext in scored for t in (otext, ntext)])
+            self._facts_of(self._ner_texts([(otext, ntext) for *_, otext, ntext in scored]))
         for s, _, w, osp, nsp, otext, ntext in scored:
             olds = list(range(osp[0], osp[1] + 1))
             news = list(range(nsp[0], nsp[1] + 1))
@@ -587,12 +966,13 @@ class SentenceLabeler:
         if self.nli is None:
             # The offline rule compares facts of each sentence with its most similar old one.
             self._facts_of(
-                [
-                    t
-                    for w, j, cand, sims in plans
-                    if len(cand) and sims.max() > self.settings.changed_min_similarity
-                    for t in (w.old.texts[cand[int(sims.argmax())]], w.new.texts[j])
-                ]
+                self._ner_texts(
+                    [
+                        (w.old.texts[cand[int(sims.argmax())]], w.new.texts[j])
+                        for w, j, cand, sims in plans
+                        if len(cand) and reaches(sims.max(), self.settings.changed_min_similarity)
+                    ]
+                )
             )
         nli_results: list[NLIResult] = []
         if self.nli is not None and nli_pairs:
@@ -663,7 +1043,7 @@ class SentenceLabeler:
                 contradicted = contradicted or [cand.index(guard[0])]
             if contradicted:
                 k = max(contradicted, key=lambda k: float(sims[k]))
-                if float(sims[k]) > st.changed_min_similarity:
+                if reaches(float(sims[k]), st.changed_min_similarity):
                     return _Decision(
                         CHANGED,
                         "nli_contradiction",
@@ -682,7 +1062,7 @@ class SentenceLabeler:
                     results[k],
                     reason="contradiction_below_similarity",
                 )
-            if max_sim < st.new_max_similarity:
+            if stays_below(max_sim, st.new_max_similarity):
                 return _Decision(NEW, "nli_neutral", model, [], max_sim, results[best])
             return _Decision(
                 UNLABELED,
@@ -708,10 +1088,10 @@ class SentenceLabeler:
         i = cand[best]
         diff = (
             self._fact_diff(w.old.texts[i], w.new.texts[j])
-            if max_sim > st.changed_min_similarity
+            if reaches(max_sim, st.changed_min_similarity)
             else None
         )
-        if max_sim >= st.new_max_similarity:
+        if not stays_below(max_sim, st.new_max_similarity):
             if diff:
                 return _Decision(CHANGED, "fact_change", model, [i], max_sim, reason=diff)
             return _Decision(

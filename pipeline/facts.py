@@ -5,8 +5,11 @@ Two sentences can be 0.99-similar to a sentence embedder and still state differe
 so the labeling engine can refuse to call such a pair unchanged.
 
 Normalization: "1,998" = "1998", "2.5 million" = 2500000, "5%" = 5; "May 8, 2024" =
-"8 May 2024" = "2024-05-08", "May 2024" = "2024-05"; entities case-folded. Formatting-only
-edits (casing, commas, whitespace) produce no difference.
+"8 May 2024" = "2024-05-08", "May 2024" = "2024-05"; a day-month date without a year equals
+the full date of the same day ("5 September" = "September 5, 2020"); entities case-folded,
+with spelling variants ("Guptas" / "Gupta", "Pete" / "Peter") and capitals abbreviations
+("F1" / "Formula One") of one name counted as the same. Formatting-only edits (casing, commas,
+whitespace) produce no difference.
 """
 
 from __future__ import annotations
@@ -186,6 +189,72 @@ def _name_words(text: str) -> list[str]:
     return [_WORD_ALIASES.get(w, w) for w in words]
 
 
+# A short all-capitals token, letters and digits ("EU", "F1", "FBI", "NASA").
+_ACRONYM_TOKEN = re.compile(r"\b[A-Z][A-Z0-9]{1,4}\b")
+_DIGIT_WORDS = {"one": "1", "two": "2", "three": "3", "four": "4", "five": "5"}
+
+
+def _acronyms(text: str) -> set[str]:
+    """Case-folded short all-capitals tokens of a sentence."""
+    return {t.casefold() for t in _ACRONYM_TOKEN.findall(text)}
+
+
+def _abbreviates(short: str, name: list[str]) -> bool:
+    """Whether ``short`` can abbreviate the multi-word ``name`` (Schwartz & Hearst's test):
+    its first character starts the name and the rest appear in order after it ("eu" in
+    "european commission", "f1" in "formula one", "fbi" in "federal bureau investigation")."""
+    if len(name) < 2 or not 2 <= len(short) <= 5:
+        return False
+    long = " ".join(_DIGIT_WORDS.get(w, w) for w in name)
+    if short[0] != long[0]:
+        return False
+    pos = 1
+    for ch in short[1:]:
+        pos = long.find(ch, pos) + 1
+        if pos == 0:
+            return False
+    return True
+
+
+def _edit_distance_at_most_one(a: str, b: str) -> bool:
+    """One substitution, insertion, deletion or swap of neighbours turns ``a`` into ``b``."""
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [k for k in range(len(a)) if a[k] != b[k]]
+        return len(diff) <= 1 or (
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
+            and a[diff[1]] == b[diff[0]]
+        )
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    k = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
+    return short[k:] == long[k + 1 :]
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Two spellings of one name word: equal, plural and singular ("guptas" / "gupta"), a
+    shortened or completed first name ("pete" / "peter") or a one-letter typo in a longer word
+    ("hulkenburg" / "hulkenberg"). Short words must match exactly ("bob" is not "rob")."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    if len(short) < 4 or not short.isalpha() or not long.isalpha():
+        return False
+    if long in (short + "s", short + "es"):
+        return True
+    if long.startswith(short) and len(long) - len(short) <= 2:
+        return True
+    return len(short) >= 5 and _edit_distance_at_most_one(a, b)
+
+
+def name_words(text: str) -> list[str]:
+    """Case-folded content words of a text as entity names are compared (see
+    ``fact_differences``): two texts with the same set cannot differ in named entities."""
+    return _name_words(text)
+
+
 def _initials(words: list[str], shortest: int = 2) -> set[str]:
     """Initials of every run of ``shortest`` to _MAX_INITIALS consecutive words."""
     return {
@@ -195,25 +264,71 @@ def _initials(words: list[str], shortest: int = 2) -> set[str]:
     }
 
 
-def _covers(words: list[str], name: list[str]) -> bool:
-    """Whether every word of ``name`` is one of ``words`` or the initials of a run of them
-    ("fda" in "Food and Drug Administration", "us" in "United States")."""
+def _abbreviated_words(words: list[str], acronyms: set[str]) -> set[str]:
+    """Words of runs of two to four ``words`` that one of ``acronyms`` abbreviates: the words
+    of "Formula One" when the other sentence writes "F1"."""
+    out: set[str] = set()
+    for a in acronyms:
+        for i in range(len(words)):
+            if words[i][0] != a[0]:
+                continue
+            for j in range(i + 2, min(i + 4, len(words)) + 1):
+                if _abbreviates(a, words[i:j]):
+                    out.update(words[i:j])
+    return out
+
+
+def _covers(words: list[str], name: list[str], acronyms: set[str] = frozenset()) -> bool:
+    """Whether every word of ``name`` is one of ``words`` (spelling variants allowed), the
+    initials of a run of them ("fda" in "Food and Drug Administration", "us" in "United
+    States") or, for a word written in capitals (``acronyms``), an abbreviation of a run of
+    two to four of them ("f1" in "Formula One World Championship")."""
     present = set(words)
-    missing = [w for w in name if w not in present]
-    return not missing or set(missing) <= _initials(words)
+    missing = {w for w in name if w not in present and not any(_same_word(w, x) for x in words)}
+    missing -= _initials(words)
+    return all(
+        m in acronyms
+        and any(
+            _abbreviates(m, words[i:j])
+            for i in range(len(words))
+            if words[i][0] == m[0]
+            for j in range(i + 2, min(i + 4, len(words)) + 1)
+        )
+        for m in missing
+    )
 
 
-def _still_named(name: list[str], words: list[str]) -> bool:
-    """Whether a sentence with ``words`` names the entity ``name``: in full, or by an acronym of
-    three letters or more ("FDA" for the "US Food and Drug Administration"; two letters would
-    take the pronoun "us" for the "United States")."""
-    return _covers(words, name) or not _initials(name, shortest=3).isdisjoint(words)
+def _still_named(
+    name: list[str],
+    words: list[str],
+    acronyms: set[str] = frozenset(),
+    own: set[str] = frozenset(),
+    abbreviated: set[str] = frozenset(),
+) -> bool:
+    """Whether a sentence with ``words`` names the entity ``name``: in full (spelling variants
+    of a word allowed, see ``_same_word``), by an acronym of three letters or more ("FDA" for
+    the "US Food and Drug Administration"; two letters would take the pronoun "us" for the
+    "United States"), or by one of its all-capitals ``acronyms`` that abbreviates the name
+    ("F1" for "Formula One", "EU" for "European Commission"); ``own`` are the capitals tokens
+    of the sentence the name comes from ("F1 World Championship" is still named by "Formula
+    One World Championship"); words in ``abbreviated`` (``_abbreviated_words``) need not be
+    named at all ("One World Championship", tagged inside "Formula One World Championship",
+    is still named by "F1 World Championship")."""
+    rest = [w for w in name if w not in abbreviated]
+    return (
+        not rest
+        or _covers(words, rest, own)
+        or not _initials(name, shortest=3).isdisjoint(words)
+        or any(_abbreviates(a, name) for a in acronyms)
+    )
 
 
-def _renamed(entity: str, others: frozenset[str]) -> bool:
+def _renamed(entity: str, others: frozenset[str], acronyms: set[str] = frozenset()) -> bool:
     """Whether ``entity`` and one of ``others`` are two names for one thing: one name inside
-    the other ("FC Porto" / "Porto", "Hulu.com" / "Hulu"), an acronym of it ("FDA") or the same
-    letters spaced differently ("NBCUniversal" / "NBC Universal")."""
+    the other ("FC Porto" / "Porto", "Hulu.com" / "Hulu"), an acronym of it ("FDA", or an
+    all-capitals token of either sentence in ``acronyms`` that abbreviates it: "EU" for
+    "European Commission") or the same letters spaced differently ("NBCUniversal" / "NBC
+    Universal")."""
     words = _name_words(entity)
     for other in others:
         other_words = _name_words(other)
@@ -223,7 +338,28 @@ def _renamed(entity: str, others: frozenset[str]) -> bool:
             return True
         if "".join(words) == "".join(other_words):
             return True
+        for short, name in ((words, other_words), (other_words, words)):
+            if len(short) == 1 and short[0] in acronyms and _abbreviates(short[0], name):
+                return True
     return False
+
+
+def _same_dates(a: frozenset[str], b: frozenset[str]) -> tuple[set[str], set[str]]:
+    """Dates only in ``a`` and only in ``b``, where a day and month without a year ("--09-05")
+    equals a full date of the same day and month ("2020-09-05") on the other side: adding
+    the year to a date is not a change of date."""
+    only_a, only_b = set(a - b), set(b - a)
+    for partial in [d for d in only_a if d.startswith("--")]:
+        full = {d for d in only_b if len(d) == 10 and d.endswith(partial[1:])}
+        if full:
+            only_a.discard(partial)
+            only_b -= full
+    for partial in [d for d in only_b if d.startswith("--")]:
+        full = {d for d in only_a if len(d) == 10 and d.endswith(partial[1:])}
+        if full:
+            only_b.discard(partial)
+            only_a -= full
+    return only_a, only_b
 
 
 def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> list[str]:
@@ -238,24 +374,33 @@ def fact_differences(old: str, new: str, old_facts: Facts, new_facts: Facts) -> 
     variant only counts when the old name is no longer tagged: "Warner Bros. Games" added next
     to a "Warner Bros." that stays is a new entity."""
     diffs = []
-    for kind in ("numbers", "dates"):
-        a, b = getattr(old_facts, kind), getattr(new_facts, kind)
-        if a != b:
-            diffs.append(f"{kind}: {sorted(a - b)} -> {sorted(b - a)}")
+    if old_facts.numbers != new_facts.numbers:
+        a, b = old_facts.numbers, new_facts.numbers
+        diffs.append(f"numbers: {sorted(a - b)} -> {sorted(b - a)}")
+    gone_dates, added_dates = _same_dates(old_facts.dates, new_facts.dates)
+    if gone_dates or added_dates:
+        diffs.append(f"dates: {sorted(gone_dates)} -> {sorted(added_dates)}")
     only_old = old_facts.entities - new_facts.entities
     only_new = new_facts.entities - old_facts.entities
     if not (only_old or only_new):
         return diffs  # the common case: no sentence needs tokenizing
     old_words, new_words = _name_words(old), _name_words(new)
+    old_acr, new_acr = _acronyms(old), _acronyms(new)
+    old_abbr, new_abbr = (
+        _abbreviated_words(old_words, new_acr),
+        _abbreviated_words(new_words, old_acr),
+    )
     gone = sorted(
         e
         for e in only_old
-        if not _still_named(_name_words(e), new_words) and not _renamed(e, only_new)
+        if not _still_named(_name_words(e), new_words, new_acr, old_acr, old_abbr)
+        and not _renamed(e, only_new, old_acr | new_acr)
     )
     added = sorted(
         e
         for e in only_new
-        if not _still_named(_name_words(e), old_words) and not _renamed(e, only_old)
+        if not _still_named(_name_words(e), old_words, old_acr, new_acr, new_abbr)
+        and not _renamed(e, only_old, old_acr | new_acr)
     )
     if gone or added:
         diffs.append(f"entities: {gone} -> {added}")

@@ -29,10 +29,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import WikidriftError
+from pipeline.models.vector_cache import ResultCache
 from pipeline.records import RawRevision
 from pipeline.shards import ShardedOutput, chunked
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
-from pipeline.storage import read_parquet, write_json_atomic
+from pipeline.storage import cache_dir, read_parquet, write_json_atomic
 from pipeline.text import SentenceSplitter, sentence_hash, wikitext_to_paragraphs
 
 log = logging.getLogger(__name__)
@@ -204,6 +205,38 @@ class _PreviousParses:
         return read_table(self.workdir, self.date, "sentences", page_ids=page_ids)
 
 
+SPLIT_CACHE = "sentence_splits.sqlite"
+
+
+class SplitCache:
+    """Sentence splits of paragraphs already split for this workdir, keyed by the text pipeline
+    version and the paragraph's hash: most paragraphs of an edited article do not change from
+    one month to the next, and spaCy's parser is the dominant cost of a snapshot."""
+
+    def __init__(self, workdir: str | Path, text_version: str) -> None:
+        self.store = ResultCache(cache_dir(workdir) / SPLIT_CACHE)
+        self.namespace = f"split:{text_version}"
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(paragraph: str) -> str:
+        return hashlib.blake2b(paragraph.encode("utf-8"), digest_size=16).hexdigest()
+
+    def split(self, paragraphs: list[str], splitter: SentenceSplitter) -> list[list[str]]:
+        """Sentences of each paragraph, from the cache or from ``splitter`` (then stored)."""
+        keys = [self.key(p) for p in paragraphs]
+        found = self.store.get_many(self.namespace, keys)
+        todo = {k: p for k, p in zip(keys, paragraphs, strict=True) if k not in found}
+        self.hits += len(set(keys)) - len(todo)
+        self.misses += len(todo)
+        if todo:
+            fresh = dict(zip(todo, splitter.split(list(todo.values())), strict=True))
+            self.store.put_many(self.namespace, fresh)
+            found.update(fresh)
+        return [found[k] for k in keys]
+
+
 def _article_row(rev: RawRevision, snap: str, n_par: int, n_sent: int, version: str) -> dict:
     return {
         "page_id": rev.page_id,
@@ -219,10 +252,13 @@ def _article_row(rev: RawRevision, snap: str, n_par: int, n_sent: int, version: 
 
 
 def parse_revisions(
-    revisions: list[RawRevision], splitter: SentenceSplitter
+    revisions: list[RawRevision],
+    splitter: SentenceSplitter,
+    split_cache: SplitCache | None = None,
 ) -> tuple[list[list[dict]], list[int]]:
     """Sentence rows (and paragraph counts) for each revision, splitting all paragraphs of the
-    batch in one spaCy pass. Errors name the article that failed."""
+    batch in one spaCy pass (only those not in ``split_cache``). Errors name the article that
+    failed."""
     paragraphs_per_rev = []
     for rev in revisions:
         try:
@@ -233,7 +269,9 @@ def parse_revisions(
                 f"wikitext could not be parsed: {exc}"
             ) from exc
     flat_texts = [p.text for paras in paragraphs_per_rev for p in paras]
-    split_iter = splitter.split(flat_texts)
+    split_iter = iter(
+        split_cache.split(flat_texts, splitter) if split_cache else splitter.split(flat_texts)
+    )
     rows_per_rev: list[list[dict]] = []
     for rev, paras in zip(revisions, paragraphs_per_rev, strict=True):
         rows: list[dict] = []
@@ -346,12 +384,13 @@ def _shard_tables(
     previous: _PreviousParses,
 ) -> tuple[dict[str, pa.Table], dict]:
     """Parse (or reuse) one shard of revisions into the three snapshot tables."""
+    split_cache = SplitCache(job.workdir, job.text_version)
     reuse = [r for r in shard if previous.reusable(r)]
     fresh = [r for r in shard if not previous.reusable(r)]
     rows_by_page: dict[int, list[dict]] = {}
     n_par_by_page: dict[int, int] = {}
     if fresh:
-        rows, n_pars = parse_revisions(fresh, splitter)
+        rows, n_pars = parse_revisions(fresh, splitter, split_cache)
         for rev, r, n in zip(fresh, rows, n_pars, strict=True):
             rows_by_page[rev.page_id] = r
             n_par_by_page[rev.page_id] = n
@@ -392,6 +431,8 @@ def _shard_tables(
         "titles": [normalize_title(r.title) for r in shard],
         "parsed": len(fresh),
         "reused": len(reuse),
+        "paragraphs_split": split_cache.misses,
+        "paragraph_splits_cached": split_cache.hits,
     }
     return tables, meta
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,8 +54,10 @@ NEW_MID = "Its stadium holds many fans."
 def _vectors(similarity: float) -> dict[str, np.ndarray]:
     angle = np.arccos(similarity)
     return {
-        OLD[1]: np.array([1.0, 0.0, 0.0]),
-        NEW_MID: np.array([np.cos(angle), np.sin(angle), 0.0]),
+        OLD[0]: np.array([0.0, 0.0, 1.0, 0.0]),
+        OLD[1]: np.array([1.0, 0.0, 0.0, 0.0]),
+        NEW_MID: np.array([np.cos(angle), np.sin(angle), 0.0, 0.0]),
+        OLD[2]: np.array([0.0, 0.0, 0.0, 1.0]),
     }
 
 
@@ -199,7 +202,11 @@ def test_span_matching_finds_a_sentence_split_in_two() -> None:
 def test_fact_guard_refuses_a_similar_pair_with_a_different_date() -> None:
     old = "All stats are as of March 29, 2022, from the team website."
     new = "All stats are as of May 8, 2024, from the team website."
-    vectors = {old: np.array([1.0, 0.0, 0.0]), new: np.array([1.0, 0.01, 0.0])}
+    vectors = {
+        old: np.array([1.0, 0.0, 0.0]),
+        new: np.array([1.0, 0.01, 0.0]),
+        OLD[0]: np.array([0.0, 0.0, 1.0]),
+    }
     for faithful, expected in ((True, "unchanged"), (False, "changed")):
         labeler = SentenceLabeler(
             VectorTableEmbedder(vectors),
@@ -217,3 +224,97 @@ def test_fact_guard_refuses_a_similar_pair_with_a_different_date() -> None:
     )
     rows, _ = labeler.label_pages([(page([OLD[0], old]), page([OLD[0], new], 2))])
     assert (rows[1].label, rows[1].old_idx, rows[1].reason) == ("changed", [1], "fact_mismatch")
+
+
+class SeededEmbedder(VectorTableEmbedder):
+    """Hand-set vectors for some texts, a fixed random 64-d vector for any other text (joined
+    spans), so a test controls the similarities it cares about and the rest are near 0."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts_embedded += len(texts)
+        rows = []
+        for t in texts:
+            if t in self.vectors:
+                v = np.zeros(64)
+                v[: len(self.vectors[t])] = self.vectors[t]
+            else:
+                v = np.random.default_rng(zlib.crc32(t.encode())).normal(size=64)
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows).astype(np.float32)
+
+
+_FIRST, _LAST = "The club was founded in 1920.", "It plays in red."
+_RIVER_OLD, _RIVER_NEW = "The stadium is by the river.", "The stadium lies by the river."
+
+
+def _river_rows(similarity: float, *, faithful: bool) -> list:
+    angle = np.arccos(similarity)
+    vectors = {
+        _FIRST: np.array([0.0, 0.0, 1.0, 0.0]),
+        _RIVER_OLD: np.array([1.0, 0.0, 0.0, 0.0]),
+        _RIVER_NEW: np.array([np.cos(angle), np.sin(angle), 0.0, 0.0]),
+        _LAST: np.array([0.0, 0.0, 0.0, 1.0]),
+    }
+    labeler = SentenceLabeler(
+        SeededEmbedder(vectors),
+        settings=AlignSettings(faithful=faithful),
+        facts=FactExtractor(use_ner=False),
+    )
+    old, new = [_FIRST, _RIVER_OLD, _LAST], [_FIRST, _RIVER_NEW, _LAST]
+    rows, _ = labeler.label_pages([(page(old), page(new, 2))])
+    return rows
+
+
+@pytest.mark.parametrize("faithful", [True, False])
+def test_similarity_is_rounded_to_two_decimals_like_growover_code(faithful: bool) -> None:
+    # GrowOVER's code compares round(similarity, 2) >= 0.99: 0.986 counts, 0.984 does not.
+    accepted = _river_rows(0.986, faithful=faithful)[1]
+    assert (accepted.label, accepted.rule, accepted.old_idx) == ("unchanged", "similarity", [1])
+    refused = _river_rows(0.984, faithful=faithful)[1]
+    assert refused.label != "unchanged"
+
+
+def test_faithful_mode_reproduces_the_empty_top_span_of_growover_code() -> None:
+    # An edited first sentence opens a gap at index 0; the code's anchor-led spans then start
+    # at index -1 and are empty on both sides, equal, so the edited first sentence (and the
+    # last one, through index -1) count as unchanged. The default mode does not do that.
+    old = ["Alpha was founded in 1920 in Paris.", _RIVER_OLD, _LAST]
+    new = ["Alpha, a club from Lyon, was founded in 1920.", _RIVER_OLD, _LAST]
+    vectors = {
+        old[0]: np.array([1.0, 0.0, 0.0]),
+        new[0]: np.array([0.6, 0.8, 0.0]),
+        _RIVER_OLD: np.array([0.0, 0.0, 1.0]),
+        _LAST: np.array([0.0, 1.0, 1.0]),
+    }
+    rows = {}
+    for faithful in (True, False):
+        labeler = SentenceLabeler(
+            SeededEmbedder(vectors),
+            settings=AlignSettings(faithful=faithful),
+            facts=FactExtractor(use_ner=False),
+        )
+        rows[faithful], _ = labeler.label_pages([(page(old), page(new, 2))])
+    first = rows[True][0]
+    assert (first.label, first.rule, first.old_idx) == ("unchanged", "span", [])
+    assert rows[False][0].label != "unchanged"
+    assert [r.label for r in rows[True][1:3]] == ["unchanged", "unchanged"]
+
+
+def test_faithful_mode_needs_a_mutual_best_match() -> None:
+    # Two old sentences both 0.99-similar to one new sentence: only the first old one (the
+    # code's argmax on rounded values) is matched; the other is not "unchanged" to anything.
+    a, a2, b = "Alpha beta gamma.", "Alpha beta gamma!", "Delta epsilon."
+    vectors = {
+        a: np.array([1.0, 0.0, 0.0]),
+        a2: np.array([1.0, 0.001, 0.0]),
+        b: np.array([0.0, 0.0, 1.0]),
+    }
+    labeler = SentenceLabeler(
+        SeededEmbedder(vectors),
+        settings=AlignSettings(faithful=True),
+        facts=FactExtractor(use_ner=False),
+    )
+    rows, _ = labeler.label_pages([(page([a, a2, b]), page([a2, b], 2))])
+    assert (rows[0].label, rows[0].old_idx) == ("unchanged", [0])  # the first of the tie
+    deleted = [r.old_idx for r in rows if r.label == "deleted"]
+    assert deleted == [[1]]

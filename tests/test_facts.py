@@ -165,3 +165,88 @@ def test_real_entity_changes_still_count(old: str, new: str, added: str) -> None
     fa, fb = FactExtractor().extract_many([old, new])
     diffs = fact_differences(old, new, fa, fb)
     assert len(diffs) == 1 and added in diffs[0]
+
+
+# False alarms of the guard seen on real month-to-month edits (issue 12): the same facts,
+# spelled or abbreviated differently.
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (  # a typo fixed in a first name
+            "The fund was co-founded by Pete Peterson and Stephen Schwarzman in 1985.",
+            "The fund was co-founded by Peter Peterson and Stephen Schwarzman in 1985.",
+        ),
+        (  # plural and singular of one family name
+            "The Guptas left South Africa for Dubai in 2016.",
+            "The Gupta family left South Africa for Dubai in 2016.",
+        ),
+        (
+            "Human rights groups have documented the detention of Uyghur people in Xinjiang.",
+            "Human rights groups have documented the detention of Uyghurs in Xinjiang.",
+        ),
+        (  # an abbreviation expanded, and the other way round
+            "He won the F1 World Championship with Red Bull Racing in 2021.",
+            "He won the Formula One World Championship with Red Bull Racing in 2021.",
+        ),
+        (
+            "In 2019 the European Commission fined Google 1.49 billion euros.",
+            "In 2019 the EU fined Google 1.49 billion euros.",
+        ),
+        (  # a year added to a day and month
+            "The album was released on 5 September by Columbia Records.",
+            "The album was released on September 5, 2020 by Columbia Records.",
+        ),
+    ],
+)
+def test_spelling_and_abbreviation_variants_are_not_fact_changes(old: str, new: str) -> None:
+    fa, fb = FactExtractor().extract_many([old, new])
+    assert fact_differences(old, new, fa, fb) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kind"),
+    [
+        (  # a different person with the same family name
+            "The fund was co-founded by Peter Peterson and Stephen Schwarzman in 1985.",
+            "The fund was co-founded by Paul Peterson and Stephen Schwarzman in 1985.",
+            "entities",
+        ),
+        (
+            "The album was released on 5 September by Columbia Records.",
+            "The album was released on September 6, 2020 by Columbia Records.",
+            "dates",
+        ),
+        (
+            "In 2019 the European Commission fined Google 1.49 billion euros.",
+            "In 2019 the European Commission fined Google 2.42 billion euros.",
+            "numbers",
+        ),
+        (  # an acronym that does not abbreviate the old name
+            "In 2019 the European Commission fined Google 1.49 billion euros.",
+            "In 2019 the FTC fined Google 1.49 billion euros.",
+            "entities",
+        ),
+    ],
+)
+def test_real_changes_next_to_variants_still_count(old: str, new: str, kind: str) -> None:
+    fa, fb = FactExtractor().extract_many([old, new])
+    diffs = fact_differences(old, new, fa, fb)
+    assert len(diffs) == 1 and diffs[0].startswith(kind), diffs
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("guptas", "gupta", True),
+        ("uyghur", "uyghurs", True),
+        ("pete", "peter", True),
+        ("hulkenburg", "hulkenberg", True),
+        ("bob", "rob", False),
+        ("peter", "paul", False),
+        ("austria", "australia", False),
+    ],
+)
+def test_name_word_spellings(a: str, b: str, same: bool) -> None:
+    from pipeline.facts import _same_word
+
+    assert _same_word(a, b) is same

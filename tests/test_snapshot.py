@@ -156,3 +156,31 @@ def test_unparsable_article_is_named(tmp_path: Path, splitter, monkeypatch) -> N
             splitter=splitter,
             source_description="t",
         )
+
+
+class _CountingSplitter:
+    """Splits on ". " and counts the paragraphs it was asked to split."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def split(self, texts: list[str]) -> Iterator[list[str]]:
+        for text in texts:
+            self.calls += 1
+            yield [s for s in text.split(". ") if s]
+
+
+def test_paragraph_splits_are_cached_across_snapshots(tmp_path: Path) -> None:
+    from pipeline.snapshot import SplitCache
+
+    splitter = _CountingSplitter()
+    first = SplitCache(tmp_path, "v1").split(["A b. C d.", "E f."], splitter)  # type: ignore[arg-type]
+    assert first == [["A b", "C d."], ["E f."]] and splitter.calls == 2
+    # A later month (a new cache object on the same workdir): only the edited paragraph is split.
+    cache = SplitCache(tmp_path, "v1")
+    again = cache.split(["A b. C d.", "E f. G h."], splitter)  # type: ignore[arg-type]
+    assert again == [["A b", "C d."], ["E f", "G h."]]
+    assert splitter.calls == 3 and (cache.hits, cache.misses) == (1, 1)
+    # Another text pipeline version does not reuse the splits.
+    SplitCache(tmp_path, "v2").split(["A b. C d."], splitter)  # type: ignore[arg-type]
+    assert splitter.calls == 4
