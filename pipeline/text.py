@@ -1640,9 +1640,50 @@ class SentenceSplitter:
         return nlp, name
 
     def split(self, texts: Iterable[str]) -> Iterator[list[str]]:
-        """One list of stripped, non-empty sentences per input text, in input order."""
+        """One list of stripped, non-empty sentences per input text, in input order; a text
+        longer than :data:`MAX_PARSE_CHARS` is parsed alone, in pieces cut after a sentence
+        end (the parser's memory grows with the characters it is given at once)."""
+        batch: list[str] = []
+        for text in texts:
+            if len(text) <= MAX_PARSE_CHARS:
+                batch.append(text)
+                if len(batch) == self.batch_size:
+                    yield from self._parse(batch)
+                    batch = []
+                continue
+            yield from self._parse(batch)
+            batch = []
+            pieces = parse_pieces(text, MAX_PARSE_CHARS)
+            yield [s for doc in self.nlp.pipe(pieces, batch_size=1) for s in _sentences(doc)]
+        yield from self._parse(batch)
+
+    def _parse(self, texts: list[str]) -> Iterator[list[str]]:
         for doc in self.nlp.pipe(texts, batch_size=self.batch_size):
-            yield [s for s in (span.text.strip() for span in doc.sents) if s]
+            yield _sentences(doc)
+
+
+def _sentences(doc: Any) -> list[str]:
+    return [s for s in (span.text.strip() for span in doc.sents) if s]
+
+
+# spaCy's parser needs about 1 GB per 100,000 characters parsed at once and refuses texts over
+# nlp.max_length (1,000,000): a giant paragraph (a flattened table, vandalism) must not take
+# the whole snapshot down, so it is parsed in pieces of at most this many characters.
+MAX_PARSE_CHARS = 20_000
+
+
+def parse_pieces(text: str, limit: int) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` characters, each cut made after a
+    sentence end (". ") in the second half of the piece if there is one, else at a space."""
+    pieces = []
+    while len(text) > limit:
+        cut = text.rfind(". ", limit // 2, limit) + 1 or text.rfind(" ", limit // 2, limit)
+        if cut <= 0:
+            cut = limit
+        pieces.append(text[:cut])
+        text = text[cut:]
+    pieces.append(text)
+    return pieces
 
 
 def normalize_sentence(text: str) -> str:

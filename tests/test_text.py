@@ -19,6 +19,7 @@ from pipeline.text import (
     SentenceSplitter,
     load_spacy,
     normalize_sentence,
+    parse_pieces,
     render_template,
     sentence_hash,
     template_artifacts,
@@ -492,6 +493,28 @@ def test_splitter_is_lazy() -> None:
     lazy = SentenceSplitter(batch_size=8)
     assert lazy._nlp is None  # constructing does not load spaCy
     assert lazy.batch_size == 8
+
+
+def test_a_paragraph_longer_than_spacy_accepts_is_split_in_pieces(
+    splitter: SentenceSplitter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Real sentences; spaCy's limit lowered so that the refusal (E088) is cheap to reach.
+    sentence = "Mercedes finished 2023 second in the Constructors' Championship. "
+    giant = sentence * 40  # 2,640 characters
+    monkeypatch.setattr(splitter.nlp, "max_length", 1000)
+    monkeypatch.setattr("pipeline.text.MAX_PARSE_CHARS", 500)
+    out = list(splitter.split(["Short one. Two.", giant, "Last."]))
+    assert out[0] == ["Short one.", "Two."] and out[2] == ["Last."]
+    assert out[1] == [sentence.strip()] * 40  # every cut fell between two sentences
+
+
+@pytest.mark.parametrize("limit", [10, 100])
+def test_parse_pieces_cut_after_a_sentence_or_a_space(limit: int) -> None:
+    text = "Alpha beta. " * 30 + "x" * 250
+    pieces = parse_pieces(text, limit)
+    assert "".join(pieces) == text
+    assert all(0 < len(p) <= limit for p in pieces)
+    assert parse_pieces("", limit) == [""]
 
 
 def test_splitter_loads_packaged_model(splitter: SentenceSplitter) -> None:

@@ -31,6 +31,12 @@ article renamed since the title list was written) is followed one hop, as MediaW
 target is read and yielded under its own title and id, unless the target is already in the
 output. Pages outside the main namespace are skipped.
 
+Every input is bounded (:class:`pipeline.sources.limits.SourceLimits`): a bz2 stream is
+inflated in small steps and dropped past ``max_stream_bytes``; the parser never holds more
+than ``max_page_xml_bytes`` of one page (of one revision); wikitext over
+``max_wikitext_bytes`` is not delivered. Such a page or stream is skipped and listed by
+:meth:`DumpSource.not_delivered` with the reason; the read goes on with the next page.
+
 ``--input`` (:meth:`DumpSource.from_input`): an ``http(s)://`` URL of a dump directory
 (``<base>/<wiki>/<YYYYMMDD>/``, optionally ending in a file name such as ``dumpstatus.json``)
 gives a remote source with base, wiki and date parsed from it (mirrors with a path prefix work);
@@ -44,6 +50,7 @@ import email.utils
 import gzip
 import hashlib
 import html
+import itertools
 import json
 import logging
 import os
@@ -63,7 +70,18 @@ import requests
 from pipeline.errors import ConfigError, DumpNotReadyError, IntegrityError, SourceError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, parse_timestamp, snapshot_cutoff
-from pipeline.sources.network import host_does_not_resolve, unknown_host_error
+from pipeline.sources.limits import DEFAULT_LIMITS, SourceLimits
+from pipeline.sources.network import (
+    Deadline,
+    DeadlineExceededError,
+    InputLimitError,
+    bounded_session,
+    host_does_not_resolve,
+    iter_raw,
+    open_response,
+    read_body,
+    unknown_host_error,
+)
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -172,22 +190,60 @@ class DumpPage:
     redirect: str | None  # target title of a redirect page ("" if it names none), else None
     revision: DumpRevision | None  # latest at or before the cutoff; None when none qualifies
     revisions_seen: int
+    skip_reason: str | None = None  # set when the page went over an input limit (not read)
+
+
+class StreamTooLargeError(InputLimitError):
+    """A bz2 stream is (or inflates to) more bytes than ``limits.max_stream_bytes``."""
+
+
+def _skipped(page_ids: Iterable[int], reason: str) -> list[DumpPage]:
+    """Placeholder pages for selected pages that could not be read, with the reason."""
+    return [DumpPage(pid, f"page id {pid}", 0, None, None, 0, reason) for pid in page_ids]
 
 
 class _PageCollector:
     """Turns start/end events of an XML pull parser into :class:`DumpPage` objects.
 
     Keeps only the best revision of a selected page and clears every finished element, so
-    memory stays flat on multi-gigabyte dumps and on pages with long histories.
+    memory stays flat on multi-gigabyte dumps and on pages with long histories. A revision
+    text over ``max_text_bytes`` is dropped at once; the page is then skipped with a reason.
+    ``units`` counts finished revisions and pages (the caller bounds the bytes between two).
     """
 
-    def __init__(self, wanted: Callable[[int, str], bool], cutoff: datetime | None) -> None:
+    def __init__(
+        self,
+        wanted: Callable[[int, str], bool],
+        cutoff: datetime | None,
+        max_text_bytes: int = DEFAULT_LIMITS.max_wikitext_bytes,
+    ) -> None:
         self._wanted = wanted
         self._cutoff = cutoff
+        self._max_text_bytes = max_text_bytes
+        self._namespaces: dict[str, int] = {}
+        self.units = 0
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget the document structure (a new parser resumes after a skipped page)."""
         self._stack: list[str] = []
         self._root: ET.Element | None = None
-        self._namespaces: dict[str, int] = {}
         self._reset_page()
+
+    @property
+    def in_page(self) -> bool:
+        """Whether a ``<page>`` is open."""
+        return "page" in self._stack
+
+    def abandon_page(self, reason: str) -> DumpPage | None:
+        """The open page, marked skipped with ``reason``, when it is (or may be) selected."""
+        if self._page_id is None and not self._title:
+            return DumpPage(-1, "an unidentified page", 0, None, None, self._seen, reason)
+        if not self._is_selected():
+            return None
+        page_id = self._page_id if self._page_id is not None else -1
+        title = self._title or f"page id {page_id}"
+        return DumpPage(page_id, title, 0, None, None, self._seen, reason)
 
     def _reset_page(self) -> None:
         self._title: str | None = None
@@ -197,6 +253,7 @@ class _PageCollector:
         self._selected: bool | None = None
         self._best: DumpRevision | None = None
         self._best_key: tuple[datetime, int] | None = None
+        self._best_too_large: str | None = None
         self._seen = 0
 
     def handle(self, event: str, elem: ET.Element) -> DumpPage | None:
@@ -218,6 +275,7 @@ class _PageCollector:
             if key is not None and elem.text:
                 self._namespaces[elem.text.strip()] = int(key)
         elif tag == "page":
+            self.units += 1
             page = self._finish_page()
             if self._root is not None:
                 self._root.clear()  # drop finished pages (and siteinfo) from the tree
@@ -234,6 +292,7 @@ class _PageCollector:
         elif tag == "redirect":
             self._redirect = elem.get("title", "")
         elif tag == "revision":
+            self.units += 1
             self._take_revision(elem)
             elem.clear()
 
@@ -265,6 +324,15 @@ class _PageCollector:
         text = None if text_el is None or text_el.get("deleted") else (text_el.text or "")
         sha1_el = fields.get("sha1")
         sha1 = (sha1_el.text or "").strip() or None if sha1_el is not None else None
+        self._best_too_large = None
+        if text is not None and len(text) * 4 > self._max_text_bytes:
+            size = len(text.encode("utf-8"))
+            if size > self._max_text_bytes:
+                self._best_too_large = (
+                    f"wikitext of revision {rev_id} is {size} bytes, over the "
+                    f"{self._max_text_bytes} byte limit (limits.max_wikitext_bytes)"
+                )
+                text = None  # not kept: the page is skipped unless a later revision wins
         self._best = DumpRevision(rev_id, timestamp, text, sha1)
         self._best_key = key
 
@@ -274,6 +342,10 @@ class _PageCollector:
         if not self._is_selected():
             return None
         ns = self._ns if self._ns is not None else self._namespace_of(self._title)
+        if self._best_too_large is not None:
+            return DumpPage(
+                self._page_id, self._title, ns, None, None, self._seen, self._best_too_large
+            )
         redirect = self._redirect
         if redirect is None and self._best is not None and self._best.text:
             # Schemas before 0.5 have no <redirect title=...>; the text itself says so.
@@ -288,14 +360,67 @@ class _PageCollector:
         return self._namespaces.get(prefix, 0) if sep else 0
 
 
-def _pull_pages(chunks: Iterable[bytes], collector: _PageCollector) -> Iterator[DumpPage]:
+_FEED = 256 * 1024  # bytes fed to the parser at a time (the page limit's granularity)
+
+
+def _pull_pages(
+    chunks: Iterable[bytes],
+    collector: _PageCollector,
+    *,
+    max_page_bytes: int,
+    resume: bytes,
+    tail: bytes = b"",
+    where: str = "",
+) -> Iterator[DumpPage]:
+    """Pages parsed from XML ``chunks``, never holding more than about ``max_page_bytes`` of
+    one page (of one revision) in memory.
+
+    A page that runs past the limit is skipped (yielded with ``skip_reason`` when selected):
+    the bytes up to its ``</page>`` are dropped unparsed and a fresh parser, fed ``resume``
+    (a root start tag), goes on with the next page. ``</page>`` cannot occur inside a page's
+    text (the dump escapes ``<``), so the resync is exact. ``tail`` closes the document."""
     parser = ET.XMLPullParser(events=("start", "end"))
+    pending = 0  # bytes fed since the last finished revision or page
+    skipping: bytes | None = None  # the tag to resync on while dropping bytes
+    carry = b""
+    fed = 0
     for chunk in chunks:
-        parser.feed(chunk)
-        for event, elem in parser.read_events():
-            page = collector.handle(event, elem)
-            if page is not None:
-                yield page
+        for at in range(0, len(chunk), _FEED):
+            piece = chunk[at : at + _FEED]
+            if skipping is not None:
+                buf = carry + piece
+                found = buf.find(skipping)
+                if found < 0:
+                    carry = buf[-len(skipping) :]
+                    fed += len(piece)
+                    continue
+                # After "</page>" the next page starts; at "<page>" it starts right there.
+                piece = buf[found + len(skipping) :] if skipping == b"</page>" else buf[found:]
+                skipping, carry, pending = None, b"", 0
+                parser = ET.XMLPullParser(events=("start", "end"))
+                collector.restart()
+                parser.feed(resume)
+            units = collector.units
+            parser.feed(piece)
+            fed += len(piece)
+            for event, elem in parser.read_events():
+                page = collector.handle(event, elem)
+                if page is not None:
+                    yield page
+            pending = 0 if collector.units != units else pending + len(piece)
+            if pending > max_page_bytes:
+                reason = (
+                    f"page XML over the {max_page_bytes} byte limit near decompressed byte "
+                    f"{fed} (limits.max_page_xml_bytes)"
+                )
+                log.warning("%s: %s; skipped", where or "dump", reason)
+                skipped = collector.abandon_page(reason) if collector.in_page else None
+                skipping = b"</page>" if collector.in_page else b"<page>"
+                if skipped is not None:
+                    yield skipped
+    if skipping is not None:
+        return  # the input ended inside the skipped page
+    parser.feed(tail)
     parser.close()  # raises ParseError when the document is unfinished (truncated file)
     for event, elem in parser.read_events():
         page = collector.handle(event, elem)
@@ -303,37 +428,84 @@ def _pull_pages(chunks: Iterable[bytes], collector: _PageCollector) -> Iterator[
             yield page
 
 
-def _decompress_stream(data: bytes) -> bytes:
-    """The XML of one multistream bz2 stream; only the file's footer stream may follow it."""
+def _inflate_stream(data: bytes, max_bytes: int, offset: int) -> Iterator[bytes]:
+    """The XML of one multistream bz2 stream, in bounded pieces; only the file's footer
+    stream may follow it. Raises :class:`StreamTooLargeError` past ``max_bytes``."""
+    if len(data) > max_bytes:
+        raise StreamTooLargeError(
+            f"bz2 stream at byte offset {offset} is {len(data)} bytes compressed, over the "
+            f"{max_bytes} byte limit (limits.max_stream_bytes)"
+        )
     dec = bz2.BZ2Decompressor()
-    xml = dec.decompress(data)
-    if not dec.eof:
-        raise EOFError("bz2 stream ends before its end-of-stream marker")
+    total = 0
+    pending = data
+    while not dec.eof:
+        if pending or not dec.needs_input:
+            # max_length bounds one step's output: a bomb never materializes.
+            out = dec.decompress(pending, max_length=_FEED)
+            pending = b""
+        else:
+            raise EOFError("bz2 stream ends before its end-of-stream marker")
+        total += len(out)
+        if total > max_bytes:
+            raise StreamTooLargeError(
+                f"bz2 stream at byte offset {offset} inflates past the {max_bytes} byte limit "
+                f"({len(data)} bytes compressed; limits.max_stream_bytes)"
+            )
+        if out:
+            yield out
     rest = dec.unused_data
     while rest:
         # The last page stream of a file is followed by a stream holding "</mediawiki>".
         tail_dec = bz2.BZ2Decompressor()
-        tail = tail_dec.decompress(rest)
+        tail = tail_dec.decompress(rest, max_length=64)
         if not tail_dec.eof or tail.strip() not in (b"", b"</mediawiki>"):
             raise ValueError("unexpected data after the bz2 stream")
         rest = tail_dec.unused_data
-    return xml
 
 
 def _pages_in_stream(
-    data: bytes, *, where: str, offset: int, page_ids: set[int], cutoff: datetime | None
+    data: bytes,
+    *,
+    where: str,
+    offset: int,
+    page_ids: set[int],
+    cutoff: datetime | None,
+    limits: SourceLimits = DEFAULT_LIMITS,
 ) -> list[DumpPage]:
-    """Decompress and parse one stream (a run of <page> elements without a root element)."""
-    collector = _PageCollector(lambda page_id, _title: page_id in page_ids, cutoff)
+    """Decompress and parse one stream (a run of <page> elements without a root element).
+    A stream over ``limits.max_stream_bytes`` yields its selected pages as skipped."""
+    collector = _PageCollector(
+        lambda page_id, _title: page_id in page_ids, cutoff, limits.max_wikitext_bytes
+    )
+    pages: list[DumpPage] = []
     try:
-        xml = _decompress_stream(data)
-        pages = list(_pull_pages((b"<dump-stream>", xml, b"</dump-stream>"), collector))
+        for page in _pull_pages(
+            itertools.chain(
+                [b"<dump-stream>"], _inflate_stream(data, limits.max_stream_bytes, offset)
+            ),
+            collector,
+            max_page_bytes=limits.max_page_xml_bytes,
+            resume=b"<dump-stream>",
+            tail=b"</dump-stream>",
+            where=where,
+        ):
+            pages.append(page)
+    except StreamTooLargeError as exc:
+        log.warning("%s: %s; its pages are skipped", where, exc)
+        done = {p.page_id for p in pages}
+        return pages + _skipped(sorted(page_ids - done), str(exc))
     except (EOFError, OSError, ValueError, ET.ParseError) as exc:
         raise IntegrityError(
             f"{where}: bz2 stream at byte offset {offset} ({len(data)} bytes) is truncated or "
             f"corrupt: {exc}"
         ) from exc
     absent = page_ids - {p.page_id for p in pages}
+    unidentified = [p for p in pages if p.page_id == -1]
+    if absent and unidentified:
+        # A page too large to read its id: the selected pages not seen may be that one.
+        pages = [p for p in pages if p.page_id != -1]
+        return pages + _skipped(sorted(absent), unidentified[0].skip_reason or "over a limit")
     if absent:
         raise IntegrityError(
             f"{where}: the index puts pages {sorted(absent)} in the stream at byte offset "
@@ -394,10 +566,26 @@ def index_path_for(data_path: Path) -> Path | None:
     return data_path.with_name(index_name)
 
 
+# An index line is "offset:page_id:title"; titles are at most 255 bytes (escaped: ~1.5 KB).
+_MAX_INDEX_LINE = 4096
+_MAX_BLANK_INDEX_LINES = 1000
+
+
 def _read_index_entries(path: Path) -> Iterator[IndexEntry]:
+    blank = 0
     with bz2.open(path, "rt", encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+        lineno = 0
+        # readline(limit): a line without end (a bz2 bomb of one character) stays bounded.
+        while line := fh.readline(_MAX_INDEX_LINE):
+            lineno += 1
+            if len(line) >= _MAX_INDEX_LINE and not line.endswith("\n"):
+                raise IntegrityError(
+                    f"{path}: line {lineno} is over {_MAX_INDEX_LINE} characters: not an index"
+                )
             if not line.strip():
+                blank += 1
+                if blank > _MAX_BLANK_INDEX_LINES:
+                    raise IntegrityError(f"{path}: more than {blank - 1} blank lines: not an index")
                 continue
             try:
                 yield parse_index_line(line)
@@ -432,8 +620,8 @@ def find_streams(entries: Iterable[IndexEntry], selection: ArticleSelection) -> 
             if norm in titles:
                 lookup.found_titles.add(norm)
                 hit = True
-        if hit:
-            wanted.setdefault(entry.offset, []).append(entry.page_id)
+        if hit and entry.page_id not in wanted.setdefault(entry.offset, []):
+            wanted[entry.offset].append(entry.page_id)
     lookup.spans = [StreamSpan(off, ends.get(off), tuple(p)) for off, p in sorted(wanted.items())]
     return lookup
 
@@ -545,9 +733,13 @@ def _open_decompressed(raw: IO[bytes]) -> IO[bytes]:
 
 
 def _iter_file_pages(
-    path: Path, wanted: Callable[[int, str], bool], cutoff: datetime | None
+    path: Path,
+    wanted: Callable[[int, str], bool],
+    cutoff: datetime | None,
+    limits: SourceLimits = DEFAULT_LIMITS,
 ) -> Iterator[DumpPage]:
-    """Every selected page of a whole dump file, in one streaming pass."""
+    """Every selected page of a whole dump file, in one streaming pass (pages over the
+    limits come back skipped; memory stays bounded by ``limits.max_page_xml_bytes``)."""
     size = path.stat().st_size
     with path.open("rb") as raw:
         stream = _open_decompressed(raw)
@@ -557,7 +749,13 @@ def _iter_file_pages(
                 yield chunk
 
         try:
-            yield from _pull_pages(chunks(), _PageCollector(wanted, cutoff))
+            yield from _pull_pages(
+                chunks(),
+                _PageCollector(wanted, cutoff, limits.max_wikitext_bytes),
+                max_page_bytes=limits.max_page_xml_bytes,
+                resume=b"<mediawiki>",  # the file's own </mediawiki> closes it
+                where=str(path),
+            )
         except (EOFError, OSError, ValueError, ET.ParseError) as exc:
             raise IntegrityError(
                 f"{path}: truncated or corrupt dump near byte {raw.tell()} of {size}: {exc}"
@@ -565,7 +763,11 @@ def _iter_file_pages(
 
 
 def _iter_indexed_file(
-    path: Path, index: Path, selection: ArticleSelection, cutoff: datetime | None
+    path: Path,
+    index: Path,
+    selection: ArticleSelection,
+    cutoff: datetime | None,
+    limits: SourceLimits = DEFAULT_LIMITS,
 ) -> Iterator[DumpPage]:
     """The selected pages of a local multistream file, reading only their streams."""
     lookup = find_streams(_read_index_entries(index), selection)
@@ -574,6 +776,14 @@ def _iter_indexed_file(
     with path.open("rb") as fh:
         for span in lookup.spans:
             end = span.end if span.end is not None else size
+            if end - span.offset > limits.max_stream_bytes:
+                reason = (
+                    f"bz2 stream at byte offset {span.offset} is {end - span.offset} bytes, "
+                    f"over the {limits.max_stream_bytes} byte limit (limits.max_stream_bytes)"
+                )
+                log.warning("%s: %s; its pages are skipped", path, reason)
+                yield from _skipped(span.page_ids, reason)
+                continue
             fh.seek(span.offset)
             data = fh.read(end - span.offset)
             if len(data) != end - span.offset:
@@ -587,6 +797,7 @@ def _iter_indexed_file(
                 offset=span.offset,
                 page_ids=set(span.page_ids),
                 cutoff=cutoff,
+                limits=limits,
             )
 
 
@@ -607,6 +818,7 @@ class SelectionReport:
     skipped_namespace: list[str] = field(default_factory=list)
     after_cutoff: list[str] = field(default_factory=list)
     text_hidden: list[str] = field(default_factory=list)
+    over_limit: list[str] = field(default_factory=list)  # "title (what went over which limit)"
 
 
 def _select_revisions(
@@ -625,6 +837,9 @@ def _select_revisions(
 
     def emit(page: DumpPage, *, first_pass: bool) -> RawRevision | None:
         if page.page_id in yielded_ids:
+            return None
+        if page.skip_reason is not None:
+            report.over_limit.append(f"{page.title} ({page.skip_reason})")
             return None
         if page.namespace != 0:
             report.skipped_namespace.append(page.title)
@@ -699,6 +914,7 @@ def iter_dump_file(
     verify_sha1: bool = True,
     at: datetime | None = None,
     report: SelectionReport | None = None,
+    limits: SourceLimits = DEFAULT_LIMITS,
 ) -> Iterator[RawRevision]:
     """Yield the selected main-namespace articles of a local dump or Special:Export file.
 
@@ -718,8 +934,8 @@ def iter_dump_file(
 
     def read_pass(sel: ArticleSelection) -> Iterator[DumpPage]:
         if index is not None:
-            return _iter_indexed_file(path, index, sel, cutoff)
-        return _iter_file_pages(path, _Matcher(sel), cutoff)
+            return _iter_indexed_file(path, index, sel, cutoff, limits)
+        return _iter_file_pages(path, _Matcher(sel), cutoff, limits)
 
     yield from _select_revisions(
         read_pass,
@@ -864,15 +1080,27 @@ def _parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+# A streamed response and the deadline that can cut it.
+_Opened = tuple[requests.Response, Deadline]
+
+
+def _close(opened: _Opened | None) -> None:
+    """Close a streamed response and stop its deadline's watchdog."""
+    if opened is not None:
+        opened[1].cancel()
+        opened[0].close()
+
+
 _CONTENT_RANGE_RE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
 class _RangeIgnored(Exception):
     """The server answered a Range request with 200 and the whole file."""
 
-    def __init__(self, response: requests.Response) -> None:
+    def __init__(self, response: requests.Response, deadline: Deadline) -> None:
         super().__init__("Range ignored")
         self.response = response
+        self.deadline = deadline
 
 
 class DumpClient:
@@ -896,6 +1124,7 @@ class DumpClient:
         timeout_s: float = 60.0,
         sleep: Callable[[float], None] = time.sleep,
         max_full_download_bytes: int | None = None,
+        limits: SourceLimits = DEFAULT_LIMITS,
     ) -> None:
         if not _WIKI_RE.match(wiki):
             raise ConfigError(f"dump wiki must be a database name like 'enwiki', got {wiki!r}")
@@ -909,8 +1138,9 @@ class DumpClient:
         self.cache_dir = Path(cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.stats = DumpFetchStats()
+        self.limits = limits
         self._own_session = session is None
-        self._session = session if session is not None else requests.Session()
+        self._session = bounded_session(session)
         self._session.headers["User-Agent"] = user_agent
         self._max_retries = max_retries
         self._backoff_s = backoff_s
@@ -962,7 +1192,7 @@ class DumpClient:
         if selection.is_all:
             for part in status.parts:
                 path = self._full_file(part, None)
-                yield from _iter_file_pages(path, lambda _i, _t: True, cutoff)
+                yield from _iter_file_pages(path, lambda _i, _t: True, cutoff, self.limits)
             return
         found = IndexLookup()
         for part in status.parts:
@@ -970,7 +1200,12 @@ class DumpClient:
             found.found_ids |= lookup.found_ids
             found.found_titles |= lookup.found_titles
             for span in lookup.spans:
-                data = self._read_span(part, span)
+                try:
+                    data = self._read_span(part, span)
+                except StreamTooLargeError as exc:
+                    log.warning("%s: %s; its pages are skipped", part.data.url, exc)
+                    yield from _skipped(span.page_ids, str(exc))
+                    continue
                 self.stats.streams_read += 1
                 yield from _pages_in_stream(
                     data,
@@ -978,6 +1213,7 @@ class DumpClient:
                     offset=span.offset,
                     page_ids=set(span.page_ids),
                     cutoff=cutoff,
+                    limits=self.limits,
                 )
         _warn_missing(selection, found, self.dir_url)
 
@@ -1014,6 +1250,12 @@ class DumpClient:
 
     def _read_span(self, part: MultistreamPart, span: StreamSpan) -> bytes:
         end = span.end if span.end is not None else part.data.size
+        if end is not None and end - span.offset > self.limits.max_stream_bytes:
+            # Compressed bytes never outnumber the XML they inflate to: over either way.
+            raise StreamTooLargeError(
+                f"bz2 stream at byte offset {span.offset} is {end - span.offset} bytes, over "
+                f"the {self.limits.max_stream_bytes} byte limit (limits.max_stream_bytes)"
+            )
         local = self._local_data(part)
         if local is None and self._range_supported:
             try:
@@ -1025,12 +1267,19 @@ class DumpClient:
                     part.data.url,
                     part.data.size,
                 )
-                local = self._full_file(part, ignored.response)
+                local = self._full_file(part, (ignored.response, ignored.deadline))
         if local is None:
             local = self._full_file(part, None)
         with local.open("rb") as fh:
             fh.seek(span.offset)
-            data = fh.read((end - span.offset) if end is not None else -1)
+            data = fh.read(
+                (end - span.offset) if end is not None else self.limits.max_stream_bytes + 1
+            )
+            if end is None and len(data) > self.limits.max_stream_bytes:
+                raise StreamTooLargeError(
+                    f"bz2 stream at byte offset {span.offset} runs past the "
+                    f"{self.limits.max_stream_bytes} byte limit (limits.max_stream_bytes)"
+                )
         if end is not None and len(data) != end - span.offset:
             raise IntegrityError(f"{local}: shorter than the stream at offset {span.offset}")
         return data
@@ -1041,16 +1290,14 @@ class DumpClient:
             self._local_files[name] = self.cache_dir / name
         return self._local_files.get(name)
 
-    def _full_file(self, part: MultistreamPart, first: requests.Response | None) -> Path:
+    def _full_file(self, part: MultistreamPart, first: _Opened | None) -> Path:
         local = self._local_data(part)
         if local is not None:
-            if first is not None:
-                first.close()
+            _close(first)
             return local
         size = part.data.size
         if self._max_full_download is not None and (size or 0) > self._max_full_download:
-            if first is not None:
-                first.close()
+            _close(first)
             raise SourceError(
                 f"{part.data.url} needs a full download of {size} bytes (server ignores Range or "
                 f"the whole dump was selected), over the {self._max_full_download} byte limit"
@@ -1066,30 +1313,34 @@ class DumpClient:
         where = f"{info.url} (stream at byte offset {start})"
         last_error = ""
         for attempt in range(self._max_retries + 1):
-            resp = self._get(info.url, headers={"Range": spec})
+            resp, deadline = self._get(info.url, headers={"Range": spec})
             self.stats.range_requests += 1
             if resp.status_code == 200:
-                raise _RangeIgnored(resp)
+                raise _RangeIgnored(resp, deadline)
             if resp.status_code != 206:
-                resp.close()
+                _close((resp, deadline))
                 raise SourceError(f"{where}: expected 206 for {spec}, got HTTP {resp.status_code}")
-            with resp:
+            try:
                 first, last = self._check_content_range(resp, info, start, end, where)
                 expected = last - first + 1
                 chunks: list[bytes] = []
                 got = 0
                 try:
-                    for chunk in resp.iter_content(_CHUNK):
+                    for chunk in iter_raw(resp, deadline=deadline, chunk=_CHUNK):
                         chunks.append(chunk)
                         got += len(chunk)
                         self.stats.bytes_fetched += len(chunk)
                         self.stats.range_bytes += len(chunk)
-                except requests.RequestException as exc:
+                        if got > expected:  # a chunked answer without Content-Length
+                            break
+                except (requests.RequestException, DeadlineExceededError) as exc:
                     last_error = f"connection dropped after {got} of {expected} bytes ({exc})"
                 else:
                     if got == expected:
                         return b"".join(chunks)
                     last_error = f"got {got} of {expected} bytes"
+            finally:
+                _close((resp, deadline))
             if attempt < self._max_retries:
                 self._wait(attempt, None, f"{where}: {last_error}")
         raise IntegrityError(f"{where}: truncated response, {last_error}")
@@ -1133,15 +1384,12 @@ class DumpClient:
             return False
         return marker.read_text().strip() == (info.sha1 or info.md5 or "")
 
-    def _download(
-        self, info: DumpFile, *, purpose: str, first: requests.Response | None = None
-    ) -> Path:
+    def _download(self, info: DumpFile, *, purpose: str, first: _Opened | None = None) -> Path:
         """Download a file into cache_dir via ``<name>.part`` (resumed with Range when present),
         check size and sha1 against dumpstatus.json, then rename it into place."""
         dest = self.cache_dir / info.name
         if self._is_verified(info):
-            if first is not None:
-                first.close()
+            _close(first)
             return dest
         part = dest.with_name(dest.name + ".part")
         last_error = ""
@@ -1151,18 +1399,19 @@ class DumpClient:
                 part.unlink()
                 have = 0
             if info.size is not None and have == info.size:
-                if first is not None:
-                    first.close()
+                _close(first)
                 break
+            allowed = self.limits.download_deadline_s((info.size or 0) - have)
             if first is not None:
-                resp, first = first, None
+                (resp, deadline), first = first, None
+                deadline.reset(allowed)  # opened as a range read: now a whole download
                 if have:
                     part.unlink()
                     have = 0
             else:
                 headers = {"Range": f"bytes={have}-"} if have else {}
-                resp = self._get(info.url, headers=headers)
-            with resp:
+                resp, deadline = self._get(info.url, headers=headers, deadline_s=allowed)
+            try:
                 append = resp.status_code == 206 and have > 0
                 if append:
                     self._check_content_range(
@@ -1174,18 +1423,25 @@ class DumpClient:
                     self.stats.index_downloads += 1
                 try:
                     with part.open("ab" if append else "wb") as fh:
-                        for chunk in resp.iter_content(_CHUNK):
+                        for chunk in iter_raw(resp, deadline=deadline, chunk=_CHUNK):
+                            if info.size is not None and fh.tell() + len(chunk) > info.size:
+                                raise IntegrityError(
+                                    f"{info.url}: the server sends more than the {info.size} "
+                                    "bytes dumpstatus.json lists"
+                                )
                             fh.write(chunk)
                             self.stats.bytes_fetched += len(chunk)
                             if purpose == "index":
                                 self.stats.index_bytes += len(chunk)
                             else:
                                 self.stats.full_download_bytes += len(chunk)
-                except requests.RequestException as exc:
+                except (requests.RequestException, DeadlineExceededError) as exc:
                     last_error = f"connection dropped ({exc})"
                     if attempt < self._max_retries:
                         self._wait(attempt, None, f"{info.url}: {last_error}")
                     continue
+            finally:
+                _close((resp, deadline))
             if info.size is None or part.stat().st_size == info.size:
                 break
             last_error = f"got {part.stat().st_size} of {info.size} bytes"
@@ -1222,23 +1478,55 @@ class DumpClient:
     # ---- HTTP
 
     def _get_body(self, url: str) -> bytes:
-        with self._get(url) as resp:
-            if resp.status_code != 200:
-                raise SourceError(f"{url}: HTTP {resp.status_code}")
-            body = resp.content
+        for attempt in range(self._max_retries + 1):
+            resp, deadline = self._get(url)
+            try:
+                if resp.status_code != 200:
+                    raise SourceError(f"{url}: HTTP {resp.status_code}")
+                body, _ = read_body(
+                    resp, limit=self.limits.max_response_bytes, deadline=deadline, what=url
+                )
+                break
+            except DeadlineExceededError as exc:
+                if attempt >= self._max_retries:
+                    raise SourceError(f"{url}: {exc} (after {attempt + 1} tries)") from exc
+                self._wait(attempt, None, str(exc))
+            finally:
+                _close((resp, deadline))
         self.stats.bytes_fetched += len(body)
         return body
 
-    def _get(self, url: str, headers: dict[str, str] | None = None) -> requests.Response:
-        """GET (streamed) with retries on 429, 5xx and connection errors; honours Retry-After."""
+    def _get(
+        self, url: str, headers: dict[str, str] | None = None, *, deadline_s: float | None = None
+    ) -> _Opened:
+        """GET (streamed) with retries on 429, 5xx and connection errors; honours Retry-After.
+        Returns the response and its started :class:`Deadline` (``deadline_s``, default
+        ``limits.max_request_s``), which the caller cancels (:func:`_close`) when done."""
         for attempt in range(self._max_retries + 1):
             # identity: a compressed transfer would break byte ranges and Content-Length checks
             request_headers = {"Accept-Encoding": "identity", **(headers or {})}
+            seconds = deadline_s if deadline_s is not None else self.limits.max_request_s
+            deadline = Deadline(seconds, f"GET {url}").start()
             try:
-                resp = self._session.get(
-                    url, headers=request_headers, stream=True, timeout=self._timeout_s
+                resp = open_response(
+                    self._session,
+                    url,
+                    headers=request_headers,
+                    timeout_s=self._timeout_s,
+                    deadline=deadline,
+                    allowed_hosts=self.limits.redirect_hosts,
                 )
+            except DeadlineExceededError:
+                deadline.cancel()
+                if attempt >= self._max_retries:
+                    raise
+                self._wait(attempt, None, f"{url}: no answer within {seconds:g}s")
+                continue
+            except SourceError:  # a refused redirect
+                deadline.cancel()
+                raise
             except (requests.ConnectionError, requests.Timeout) as exc:
+                deadline.cancel()
                 if host_does_not_resolve(exc):
                     raise unknown_host_error("dump download", url) from exc
                 if attempt >= self._max_retries:
@@ -1251,21 +1539,21 @@ class DumpClient:
             status = resp.status_code
             if status == 429 or status >= 500:
                 retry_after = _parse_retry_after(resp.headers.get("Retry-After"))
-                resp.close()
+                _close((resp, deadline))
                 if attempt >= self._max_retries:
                     raise SourceError(f"{url}: HTTP {status} after {attempt + 1} tries")
                 self._wait(attempt, retry_after, f"{url}: HTTP {status}")
                 continue
             if status == 404:
-                resp.close()
+                _close((resp, deadline))
                 raise SourceError(f"{url}: not found (404); check the wiki name and dump date")
             if status == 416:
-                resp.close()
+                _close((resp, deadline))
                 raise IntegrityError(f"{url}: {headers} not satisfiable (index and file disagree)")
             if status >= 400:
-                resp.close()
+                _close((resp, deadline))
                 raise SourceError(f"{url}: HTTP {status}")
-            return resp
+            return resp, deadline
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _wait(self, attempt: int, retry_after: float | None, why: str) -> None:
@@ -1309,6 +1597,7 @@ class DumpSource:
         path: Path | None = None,
         follow_redirects: bool = True,
         verify_sha1: bool = True,
+        limits: SourceLimits | None = None,
     ) -> None:
         if (client is None) == (path is None):
             raise ConfigError("DumpSource needs exactly one of a DumpClient or a local path")
@@ -1316,6 +1605,7 @@ class DumpSource:
         self.path = Path(path) if path is not None else None
         self.follow_redirects = follow_redirects
         self.verify_sha1 = verify_sha1
+        self.limits = limits or (client.limits if client is not None else DEFAULT_LIMITS)
         self.report = SelectionReport()
 
     @classmethod
@@ -1330,7 +1620,7 @@ class DumpSource:
         return cls(client=client)
 
     @classmethod
-    def local(cls, path: Path | str, **options: bool) -> DumpSource:
+    def local(cls, path: Path | str, **options: Any) -> DumpSource:
         """A source over a local dump or Special:Export file."""
         path = Path(path)
         if not path.is_file():
@@ -1345,9 +1635,10 @@ class DumpSource:
         scheme = urlsplit(value).scheme
         if scheme in ("http", "https"):
             return cls.remote(value, cache_dir=cache_dir, user_agent=user_agent, **client_options)
+        limits = client_options.get("limits")
         if scheme == "file":
-            return cls.local(Path(unquote(urlsplit(value).path)))
-        return cls.local(Path(value).expanduser())
+            return cls.local(Path(unquote(urlsplit(value).path)), limits=limits)
+        return cls.local(Path(value).expanduser(), limits=limits)
 
     @property
     def dump_date(self) -> date | None:
@@ -1362,6 +1653,7 @@ class DumpSource:
             + [f"{t} (not an article namespace)" for t in r.skipped_namespace]
             + [f"{t} (only a revision after the snapshot date)" for t in r.after_cutoff]
             + [f"{t} (text hidden)" for t in r.text_hidden]
+            + list(r.over_limit)
         )
 
     def iter_revisions(
@@ -1378,6 +1670,7 @@ class DumpSource:
                 follow_redirects=self.follow_redirects,
                 verify_sha1=self.verify_sha1,
                 report=self.report,
+                limits=self.limits,
             )
             return
         client = self.client

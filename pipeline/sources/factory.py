@@ -9,6 +9,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError
 from pipeline.sources import ArticleSelection, SnapshotSource
 from pipeline.sources.dumps import DumpSource
+from pipeline.sources.limits import SourceLimits
 from pipeline.sources.local import RevisionsDirSource
 from pipeline.sources.mediawiki_api import (
     MediaWikiApiSource,
@@ -16,6 +17,13 @@ from pipeline.sources.mediawiki_api import (
     current_events_titles,
     read_article_list,
 )
+
+
+def source_limits(cfg: Config) -> SourceLimits:
+    """The configured input limits (``[limits]``)."""
+    data = cfg.limits.model_dump()
+    data["redirect_hosts"] = frozenset(data["redirect_hosts"])
+    return SourceLimits(**data)
 
 
 def api_client(cfg: Config) -> MediaWikiClient:
@@ -28,6 +36,7 @@ def api_client(cfg: Config) -> MediaWikiClient:
         max_retries=cfg.api.max_retries,
         min_interval_s=cfg.api.min_interval_s,
         timeout_s=cfg.api.timeout_s,
+        limits=source_limits(cfg),
     )
 
 
@@ -43,7 +52,8 @@ def make_source(cfg: Config, workdir: Path, *, snapshot_date: date) -> tuple[Sna
                 "snapshot.input = '': the revisions-dir source needs --input FOLDER "
                 "(laid out as revisions/<page_id>/<date>.json)"
             )
-        return RevisionsDirSource(cfg.resolve_path(value)), f"revisions-dir:{value}"
+        source = RevisionsDirSource(cfg.resolve_path(value), limits=source_limits(cfg))
+        return source, f"revisions-dir:{value}"
     if not value:
         raise ConfigError(
             "snapshot.input = '': the dump source needs --input, a dump directory URL such as "
@@ -56,6 +66,7 @@ def make_source(cfg: Config, workdir: Path, *, snapshot_date: date) -> tuple[Sna
         user_agent=cfg.api.user_agent,
         max_retries=cfg.dump.max_retries,
         timeout_s=cfg.dump.timeout_s,
+        limits=source_limits(cfg),
     )
     return source, f"dump:{value}"
 

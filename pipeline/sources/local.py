@@ -17,6 +17,7 @@ from pathlib import Path
 from pipeline.errors import SourceError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title
+from pipeline.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,9 @@ log = logging.getLogger(__name__)
 class RevisionsDirSource:
     """Snapshot source over a local folder of per-article revision JSON files."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, limits: SourceLimits = DEFAULT_LIMITS) -> None:
         self.root = Path(root)
+        self.limits = limits
         self.revisions_dir = self.root / "revisions"
         if not self.revisions_dir.is_dir():
             raise SourceError(
@@ -34,11 +36,17 @@ class RevisionsDirSource:
             )
         self.skipped_not_yet_created: list[int] = []
         self.unmatched: list[str] = []
+        self.over_limit: list[str] = []
 
     def _page_ids_in_order(self) -> list[int]:
         manifest = self.root / "MANIFEST.json"
         on_disk = {int(p.name) for p in self.revisions_dir.iterdir() if p.name.isdigit()}
         if manifest.exists():
+            if manifest.stat().st_size > self.limits.max_response_bytes:
+                raise SourceError(
+                    f"{manifest}: over {self.limits.max_response_bytes} bytes; not a manifest "
+                    "(limits.max_response_bytes)"
+                )
             listed = [int(a["page_id"]) for a in json.loads(manifest.read_text())["articles"]]
             return [pid for pid in listed if pid in on_disk] + sorted(on_disk - set(listed))
         return sorted(on_disk)
@@ -54,17 +62,33 @@ class RevisionsDirSource:
                 candidates.append((file_date, f))
         return max(candidates)[1] if candidates else None
 
+    def _skip(
+        self, page_id: int, wanted_ids: set[int], selection: ArticleSelection, what: str
+    ) -> None:
+        """Record a page over a limit (only when selected by id or all: an oversize file is not
+        read, so its title is unknown)."""
+        if selection.is_all or page_id in wanted_ids or selection.titles:
+            limit = self.limits.max_wikitext_bytes
+            reason = f"page {page_id} ({what}, over the {limit} byte limit: limits."
+            self.over_limit.append(reason + "max_wikitext_bytes)")
+            log.warning("revisions-dir %s: %s", self.root, self.over_limit[-1])
+
     def not_delivered(self) -> list[str]:
         """Requested articles the last run did not yield, as "title-or-id (reason)"."""
-        return [f"{t} (no such article)" for t in self.unmatched] + [
-            f"page {p} (created after the snapshot date)" for p in self.skipped_not_yet_created
-        ]
+        return (
+            [f"{t} (no such article)" for t in self.unmatched]
+            + [f"page {p} (created after the snapshot date)" for p in self.skipped_not_yet_created]
+            + list(self.over_limit)
+        )
 
     def iter_revisions(
         self, selection: ArticleSelection, snapshot_date: date
     ) -> Iterator[RawRevision]:
         """Yield the revision of each selected article current at ``snapshot_date``."""
         self.skipped_not_yet_created = []
+        self.over_limit = []
+        # JSON escapes can make the file up to 6x its text (\uXXXX); more is not a revision.
+        max_file = 6 * self.limits.max_wikitext_bytes + 64 * 1024
         wanted_titles = {normalize_title(t): t for t in selection.titles}
         wanted_ids = set(selection.page_ids)
         seen_titles: set[str] = set()
@@ -73,6 +97,10 @@ class RevisionsDirSource:
             if path is None:
                 if selection.is_all or page_id in wanted_ids:
                     self.skipped_not_yet_created.append(page_id)
+                continue
+            size = path.stat().st_size
+            if size > max_file:
+                self._skip(page_id, wanted_ids, selection, f"{path.name} is {size} bytes")
                 continue
             try:
                 raw = json.loads(path.read_text(encoding="utf-8"))
@@ -92,6 +120,10 @@ class RevisionsDirSource:
             if not (selection.is_all or page_id in wanted_ids or title_key in wanted_titles):
                 continue
             seen_titles.add(title_key)
+            wikitext_bytes = len(rev.wikitext.encode("utf-8"))
+            if wikitext_bytes > self.limits.max_wikitext_bytes:
+                self._skip(page_id, {page_id}, selection, f"wikitext {wikitext_bytes} bytes")
+                continue
             yield rev
         self.unmatched = [t for k, t in wanted_titles.items() if k not in seen_titles]
         for title in self.unmatched:

@@ -11,6 +11,7 @@ from the ``Portal:Current events`` month pages; :func:`read_article_list` reads 
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import re
@@ -31,7 +32,17 @@ from pipeline.dates import MONTH_NAMES
 from pipeline.errors import ConfigError, SourceError, WikidriftError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, parse_timestamp, snapshot_cutoff
-from pipeline.sources.network import host_does_not_resolve, unknown_host_error
+from pipeline.sources.limits import DEFAULT_LIMITS, SourceLimits
+from pipeline.sources.network import (
+    Deadline,
+    DeadlineExceededError,
+    ResponseTooLargeError,
+    bounded_session,
+    host_does_not_resolve,
+    open_response,
+    read_body,
+    unknown_host_error,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +55,7 @@ RETRIABLE_API_CODES = frozenset({"maxlag", "ratelimited", "readonly"})
 SKIP_MISSING = "missing"
 SKIP_NOT_YET_CREATED = "not_yet_created"
 SKIP_INVALID = "invalid_title"
+SKIP_OVER_LIMIT = "over_limit"
 
 # The Maxlag manual asks bots to pause at least this long after a lag error.
 _MAXLAG_MIN_WAIT_S = 5.0
@@ -94,6 +106,7 @@ class RevisionLookup:
     requested: str  # "title 'X'" or "page id N", for messages and the skip list
     revision: RawRevision | None
     skip_reason: str | None = None
+    detail: str = ""  # what exactly went over a limit, for the not-delivered list
 
 
 class MediaWikiClient:
@@ -102,6 +115,9 @@ class MediaWikiClient:
     ``requests_made`` counts HTTP attempts (retries included), ``bytes_received`` the bytes read
     off the wire (compressed), ``bytes_decoded`` the body bytes after decompression and
     ``retries`` the waits taken before another attempt. Safe to share between threads.
+
+    ``limits`` bound every answer (decoded size, total request time, redirects to other
+    hosts) and the wikitext of a page; see :class:`pipeline.sources.limits.SourceLimits`.
     """
 
     def __init__(
@@ -119,6 +135,7 @@ class MediaWikiClient:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
+        limits: SourceLimits = DEFAULT_LIMITS,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"endpoint {endpoint!r} is not an http(s) URL of api.php")
@@ -141,8 +158,9 @@ class MediaWikiClient:
         self.max_backoff_s = max_backoff_s
         self.min_interval_s = min_interval_s
         self.timeout_s = timeout_s
+        self.limits = limits
         self._owns_session = session is None
-        self._session = session if session is not None else requests.Session()
+        self._session = bounded_session(session)
         self._sleep = sleep
         self._clock = clock
         self._rng = rng if rng is not None else random.Random()
@@ -236,10 +254,28 @@ class MediaWikiClient:
     def _attempt(self, params: dict[str, str], url: str, target: str) -> dict[str, Any] | _Retry:
         """Send one request; return the JSON object, a _Retry, or raise SourceError."""
         try:
-            resp = self._session.get(
-                self.endpoint, params=params, headers=self.headers, timeout=self.timeout_s
-            )
-            body = resp.content
+            with Deadline(self.limits.max_request_s, f"MediaWiki API {target}") as deadline:
+                resp = open_response(
+                    self._session,
+                    self.endpoint,
+                    params=params,
+                    headers=self.headers,
+                    timeout_s=self.timeout_s,
+                    deadline=deadline,
+                    allowed_hosts=self.limits.redirect_hosts,
+                )
+                body, wire = read_body(
+                    resp,
+                    limit=self.limits.max_response_bytes,
+                    deadline=deadline,
+                    what=f"MediaWiki API {target}",
+                )
+        except DeadlineExceededError as exc:
+            self._count(0, 0)
+            return _Retry(str(exc))
+        except ResponseTooLargeError:
+            self._count(0, 0)
+            raise  # the same request would get the same answer: the page is skipped
         except _TRANSIENT_EXCEPTIONS as exc:
             self._count(0, 0)
             if host_does_not_resolve(exc):
@@ -248,11 +284,11 @@ class MediaWikiClient:
         except requests.RequestException as exc:
             self._count(0, 0)
             raise SourceError(f"MediaWiki API: request for {target} failed: {exc}") from exc
-        self._count(_wire_bytes(resp, body), len(body))
+        self._count(wire or len(body), len(body))
 
         status = resp.status_code
         retry_after = _parse_retry_after(resp.headers.get("Retry-After"))
-        data = _json_object(resp)
+        data = _json_object(body)
         error = data.get("error") if isinstance(data, dict) else None
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
         info = str(error.get("info", "")) if isinstance(error, dict) else ""
@@ -322,7 +358,14 @@ class MediaWikiClient:
             params["pageids"] = int(page_id)
             requested = f"page id {page_id}"
         what = f"{requested} at {snapshot_date.isoformat()}"
-        data = self.get(params, what=what)
+        try:
+            data = self.get(params, what=what)
+        except ResponseTooLargeError as exc:
+            logger.warning("MediaWiki API: %s skipped: %s", requested, exc)
+            limit = self.limits.max_response_bytes
+            return RevisionLookup(
+                requested, None, SKIP_OVER_LIMIT, f"API answer over {limit} bytes"
+            )
         query = data.get("query") or {}
         pages = query.get("pages") or []
         if not pages:
@@ -347,7 +390,13 @@ class MediaWikiClient:
                 cutoff.isoformat(),
             )
             return RevisionLookup(requested, None, SKIP_NOT_YET_CREATED)
-        return RevisionLookup(requested, _to_raw_revision(page, revisions[0], what, cutoff))
+        revision = _to_raw_revision(page, revisions[0], what, cutoff)
+        size = len(revision.wikitext.encode("utf-8"))
+        if size > self.limits.max_wikitext_bytes:
+            detail = f"wikitext {size} bytes, over {self.limits.max_wikitext_bytes}"
+            logger.warning("MediaWiki API: %s skipped: %s", requested, detail)
+            return RevisionLookup(requested, None, SKIP_OVER_LIMIT, detail)
+        return RevisionLookup(requested, revision)
 
     def revision_at(
         self, title: str | None = None, *, page_id: int | None = None, snapshot_date: date
@@ -397,20 +446,10 @@ def _to_raw_revision(
     )
 
 
-def _wire_bytes(resp: requests.Response, body: bytes) -> int:
-    """Bytes read off the socket (before gzip decoding) when urllib3 can tell, else body size."""
-    tell = getattr(resp.raw, "tell", None)
-    try:
-        n = tell() if callable(tell) else None
-    except Exception:  # a raw stream without a usable tell(): fall back to the body size
-        n = None
-    return n if isinstance(n, int) and n > 0 else len(body)
-
-
-def _json_object(resp: requests.Response) -> dict[str, Any] | None:
+def _json_object(body: bytes) -> dict[str, Any] | None:
     """The body as a JSON object, or None when it is not one (an HTML error page, say)."""
     try:
-        data = resp.json()
+        data = json.loads(body)
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -479,7 +518,8 @@ class MediaWikiApiSource:
             if lookup.revision is None:
                 reason = lookup.skip_reason or SKIP_MISSING
                 self.skipped[reason] += 1
-                self.skipped_requests.append((lookup.requested, reason))
+                described = f"{reason}: {lookup.detail}" if lookup.detail else reason
+                self.skipped_requests.append((lookup.requested, described))
                 continue
             if lookup.revision.page_id in seen_pages:
                 # Two titles redirecting to one page: keep the first.

@@ -15,6 +15,7 @@ import bz2
 import hashlib
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 __all__ = [
     "BuiltDump",
+    "build_bomb_dump",
     "DumpServer",
     "RecordedRequest",
     "ServerBehaviour",
@@ -248,6 +250,84 @@ def build_multistream_dump(
     )
 
 
+def _bomb_stream(page_id: int, title: str, inflated_bytes: int) -> bytes:
+    """One bz2 stream holding a page whose text is ``inflated_bytes`` of "a" (compressed in
+    1 MiB steps, so building it takes no more memory than the result: a few hundred bytes)."""
+    comp = bz2.BZ2Compressor(9)
+    head = (
+        f"  <page>\n    <title>{_escape(title)}</title>\n    <ns>0</ns>\n    <id>{page_id}</id>\n"
+        "    <revision>\n      <id>1</id>\n      <timestamp>2024-01-01T00:00:00Z</timestamp>\n"
+        '      <text xml:space="preserve">'
+    )
+    out = [comp.compress(head.encode())]
+    block = b"a" * (1 << 20)
+    for _ in range(inflated_bytes >> 20):
+        out.append(comp.compress(block))
+    out.append(comp.compress(b"</text>\n    </revision>\n  </page>\n"))
+    out.append(comp.flush())
+    return b"".join(out)
+
+
+def build_bomb_dump(
+    revisions: list[dict[str, Any]],
+    out_dir: Path,
+    *,
+    bomb_page_id: int,
+    bomb_title: str,
+    inflated_bytes: int,
+    wiki: str = "enwiki",
+    dump_date: str = "20240601",
+) -> BuiltDump:
+    """A multistream dump like :func:`build_multistream_dump` (one page per stream) with one
+    extra stream, a bz2 bomb: a few hundred bytes that inflate to ``inflated_bytes``. Pages
+    are in id order, the bomb among them; ``dumpstatus.json`` lists both files."""
+    directory = out_dir / wiki / dump_date
+    directory.mkdir(parents=True, exist_ok=True)
+    prefix = f"{wiki}-{dump_date}-pages-articles-multistream"
+    data = directory / f"{prefix}.xml.bz2"
+    index = directory / f"{prefix}-index.txt.bz2"
+    entries = sorted(
+        [(int(r["page_id"]), r) for r in revisions] + [(bomb_page_id, None)],
+        key=lambda e: e[0],
+    )
+    offsets: list[int] = []
+    page_offsets: dict[int, int] = {}
+    lines: list[str] = []
+    with data.open("wb") as fh:
+        fh.write(bz2.compress(_HEADER.format(wiki=wiki).encode("utf-8")))
+        for page_id, rev in entries:
+            offset = fh.tell()
+            offsets.append(offset)
+            page_offsets[page_id] = offset
+            if rev is None:
+                fh.write(_bomb_stream(page_id, bomb_title, inflated_bytes))
+                title = bomb_title
+            else:
+                fh.write(bz2.compress(_page_xml(rev).encode("utf-8")))
+                title = rev["title"]
+            lines.append(f"{offset}:{page_id}:{_escape(title)}\n")
+        fh.write(bz2.compress(_FOOTER.encode("utf-8")))
+    index.write_bytes(bz2.compress("".join(lines).encode("utf-8")))
+    files = {p.name: _file_meta(p, wiki, dump_date) for p in (index, data)}
+    status = {
+        "jobs": {"articlesmultistreamdump": {"status": "done", "files": files}},
+        "version": "0.8",
+    }
+    dumpstatus = directory / "dumpstatus.json"
+    dumpstatus.write_text(json.dumps(status))
+    return BuiltDump(
+        root=out_dir,
+        wiki=wiki,
+        dump_date=dump_date,
+        directory=directory,
+        data=data,
+        index=index,
+        dumpstatus=dumpstatus,
+        stream_offsets=tuple(offsets),
+        page_offsets=page_offsets,
+    )
+
+
 # --------------------------------------------------------------------------- the server
 
 
@@ -261,6 +341,8 @@ class ServerBehaviour:
     truncate_ranges: bool = False  # send half a 206 body, then drop the connection
     corrupt_ranges: bool = False  # flip bytes in the middle of 206 bodies
     job_status: str | None = None  # override articlesmultistreamdump status in dumpstatus.json
+    drip_interval_s: float | None = None  # send file bodies one byte per interval
+    redirect_to: str | None = None  # answer 302 to this base URL + the request path
 
 
 @dataclass(frozen=True)
@@ -364,6 +446,10 @@ class DumpServer:
             extra = {"Retry-After": b.retry_after} if status == 429 and b.retry_after else {}
             self._send(handler, status, b"try again later\n", extra, head=head)
             return
+        if b.redirect_to is not None:
+            location = b.redirect_to.rstrip("/") + handler.path
+            self._send(handler, 302, b"", {"Location": location}, head=head)
+            return
         rel = unquote(urlsplit(handler.path).path).lstrip("/")
         path = (self.root / rel).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
@@ -419,7 +505,17 @@ class DumpServer:
             handler.send_header("Connection", "close")
         handler.end_headers()
         sent = 0
-        if not head:
+        drip = self.behaviour.drip_interval_s
+        if not head and drip is not None and status in (200, 206):
+            try:
+                for i in range(len(body)):
+                    handler.wfile.write(body[i : i + 1])
+                    handler.wfile.flush()
+                    sent += 1
+                    time.sleep(drip)
+            except OSError:
+                handler.close_connection = True  # the client gave up, as it should
+        elif not head:
             payload = body if cut_at is None else body[:cut_at]
             try:
                 handler.wfile.write(payload)

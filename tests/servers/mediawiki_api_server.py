@@ -6,7 +6,9 @@ the real API: ``action=query`` with ``titles``/``pageids``, ``redirects``, title
 rvlimit, rvcontinue) and ``prop=links`` (plnamespace, pllimit, plcontinue) for
 ``Portal:Current events/<Month> <Year>`` pages built from the wikisnap titles. It gzips answers
 for clients that accept gzip, records every request, and can be told to fail the next requests
-(HTTP 429/5xx/4xx with ``Retry-After``, the ``maxlag`` API error, a dropped connection)::
+(HTTP 429/5xx/4xx with ``Retry-After``, the ``maxlag`` API error, a dropped connection) or
+misbehave on purpose (:meth:`misbehave_next`: drip an answer a byte at a time, send a gzip
+bomb, redirect to another host)::
 
     with MediaWikiApiServer(wikisnap_dir) as srv:
         srv.fail_next(2, 429, retry_after=1)
@@ -23,6 +25,8 @@ import gzip
 import hashlib
 import json
 import threading
+import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -155,6 +159,29 @@ class _Failure:
     retry_after: float | None
 
 
+@dataclass(frozen=True)
+class _Misbehaviour:
+    kind: str  # "drip", "drip_body", "gzip_bomb", "redirect"
+    interval_s: float = 1.0  # drip: seconds between bytes
+    decoded_bytes: int = 0  # gzip_bomb: what the body inflates to
+    location: str = ""  # redirect: the Location header
+
+
+_BOMBS: dict[int, bytes] = {}
+
+
+def gzip_bomb(decoded_bytes: int) -> bytes:
+    """A gzip body of ``decoded_bytes`` zero bytes (about 1000:1; built once per size)."""
+    if decoded_bytes not in _BOMBS:
+        comp = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: gzip container
+        block = bytes(1 << 20)
+        parts = [comp.compress(block) for _ in range(decoded_bytes >> 20)]
+        parts.append(comp.compress(bytes(decoded_bytes & ((1 << 20) - 1))))
+        parts.append(comp.flush())
+        _BOMBS[decoded_bytes] = b"".join(parts)
+    return _BOMBS[decoded_bytes]
+
+
 class _ApiError(Exception):
     def __init__(self, code: str, info: str) -> None:
         super().__init__(info)
@@ -177,7 +204,7 @@ class MediaWikiApiServer:
         self.links_page_size = links_page_size
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
-        self._failures: list[_Failure] = []
+        self._failures: list[_Failure | _Misbehaviour] = []
         self._hidden: set[int] = set()
         self._content_cache: dict[int, str] = {}
         self._pages_by_title: dict[str, _Page] = {}
@@ -272,6 +299,24 @@ class MediaWikiApiServer:
         with self._lock:
             self._failures.extend(_Failure(kind, retry_after) for _ in range(count))
 
+    def misbehave_next(
+        self,
+        count: int,
+        kind: str,
+        *,
+        interval_s: float = 1.0,
+        decoded_bytes: int = 256 << 20,
+        location: str = "",
+    ) -> None:
+        """Misbehave on the next ``count`` requests: ``"drip"`` sends the whole answer (status
+        line and headers included) one byte every ``interval_s``; ``"drip_body"`` sends the
+        headers at once and the body that slowly; ``"gzip_bomb"`` answers 200 with a gzip
+        body inflating to ``decoded_bytes``; ``"redirect"`` answers 302 to ``location``."""
+        with self._lock:
+            self._failures.extend(
+                _Misbehaviour(kind, interval_s, decoded_bytes, location) for _ in range(count)
+            )
+
     def hide_revision_content(self, revid: int) -> None:
         """Answer as if revision ``revid``'s text were revision-deleted (texthidden)."""
         with self._lock:
@@ -345,7 +390,7 @@ class MediaWikiApiServer:
 
     # -- request handling -------------------------------------------------------------------
 
-    def _record(self, rec: RecordedRequest) -> _Failure | None:
+    def _record(self, rec: RecordedRequest) -> _Failure | _Misbehaviour | None:
         with self._lock:
             self._requests.append(rec)
             return self._failures.pop(0) if self._failures else None
@@ -638,11 +683,56 @@ class _Handler(BaseHTTPRequestHandler):
         if split.path != API_PATH:
             self._send(rec, 404, b"Not Found", "text/plain; charset=utf-8")
             return
+        if isinstance(failure, _Misbehaviour):
+            self._misbehave(rec, failure, params)
+            return
         if failure is not None:
             self._fail(rec, failure)
             return
         payload, headers = self.api.answer(params)
         self._send_json(rec, 200, payload, headers)
+
+    def _misbehave(
+        self, rec: RecordedRequest, how: _Misbehaviour, params: Mapping[str, str]
+    ) -> None:
+        rec.status = 200
+        if how.kind == "redirect":
+            rec.status = 302
+            self.send_response(302)
+            self.send_header("Location", how.location)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if how.kind == "gzip_bomb":
+            body = gzip_bomb(how.decoded_bytes)
+            rec.gzipped, rec.body_bytes = True, len(body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        # drip / drip_body: a real answer, but a byte at a time.
+        payload, _ = self.api.answer(params)
+        body = json.dumps(payload).encode("utf-8")
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        self.close_connection = True
+        dripped = head + body if how.kind == "drip" else body
+        if how.kind == "drip_body":
+            self.wfile.write(head)
+            self.wfile.flush()
+        try:
+            for i in range(len(dripped)):
+                self.wfile.write(dripped[i : i + 1])
+                self.wfile.flush()
+                rec.body_bytes += 1
+                time.sleep(how.interval_s)
+        except OSError:
+            return  # the client gave up: what a bounded client should do
 
     def _fail(self, rec: RecordedRequest, failure: _Failure) -> None:
         headers: dict[str, str] = {}

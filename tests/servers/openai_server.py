@@ -6,6 +6,7 @@ It speaks the subset of the OpenAI REST API the pipeline uses, in the same wire 
   the request JSON); ``response_format`` is honoured and recorded (``json_schema`` can be
   switched off to answer 400 like servers without structured outputs; ``json_object`` demands
   the word "json" in the messages, as OpenAI does); a ``usage`` block is always included.
+- ``GET /v1/models`` when :attr:`OpenAIServer.models` is set (the served model ids).
 - ``POST /v1/files`` (multipart upload), ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``.
 - ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches``: a batch goes
   validating -> in_progress -> completed (or expired / failed, see ``batch_outcome``) as it is
@@ -113,6 +114,8 @@ class OpenAIServer:
         # Polls of GET /v1/batches/{id} before a batch reaches its final status.
         self.batch_polls = batch_polls
         self.batch_outcome = "completed"  # "completed" | "expired" | "failed"
+        # GET /v1/models lists these ids (None: 404, as a server without the endpoint).
+        self.models: list[str] | None = None
         self.batch_expire_after: int | None = None  # lines answered before "expired"
         # body -> None (answer normally) or a message for a 400 answer.
         self.reject: Callable[[dict[str, Any]], str | None] | None = None
@@ -244,6 +247,9 @@ class OpenAIServer:
                 return self._http_chat(rec)
             if rec.method == "POST" and path == "/v1/files":
                 return _json(200, self._upload(rec))
+            if rec.method == "GET" and path == "/v1/models" and self.models is not None:
+                listed = [{"id": m, "object": "model", "owned_by": "test"} for m in self.models]
+                return _json(200, {"object": "list", "data": listed})
             if rec.method == "GET" and len(parts) == 3 and parts[:2] == ["v1", "files"]:
                 return _json(200, self._file_object(parts[2]))
             if rec.method == "GET" and len(parts) == 4 and parts[:2] == ["v1", "files"]:

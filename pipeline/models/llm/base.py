@@ -28,12 +28,16 @@ class LLMRequest:
     temperature: float = 0.0
     max_tokens: int = 256
 
-    def cache_key(self, backend_id: str, model: str) -> str:
-        """sha256 over everything that determines the answer (backend, model, prompt, params)."""
+    def cache_key(self, backend_id: str, model: str, endpoint: str = "") -> str:
+        """sha256 over everything that determines the answer (backend, model, prompt, params)
+        and, for a remote server, its ``host:port`` (``endpoint``). In-process backends pass
+        no endpoint and keep the keys they always had."""
+        identity: dict[str, str] = {"backend": backend_id, "model": model}
+        if endpoint:
+            identity["endpoint"] = endpoint
         blob = json.dumps(
             {
-                "backend": backend_id,
-                "model": model,
+                **identity,
                 "prompt_hash": self.prompt_hash,
                 "messages": list(self.messages),
                 "schema": self.json_schema,
@@ -80,3 +84,29 @@ class LLMBackend(Protocol):
 
 
 OnResponse = Callable[[int, "LLMResponse"], None]
+
+
+@dataclass(frozen=True)
+class EndpointIdentity:
+    """What answers a backend's requests: the kind of backend, the server (``host:port``,
+    "" in process) and the model as that server reports it. Cache keys and provenance use it,
+    so answers of one server are never served as another's."""
+
+    backend: str
+    address: str
+    model: str
+
+    def label(self) -> str:
+        """``backend:model`` plus ``@host:port`` for a remote server (provenance)."""
+        return f"{self.backend}:{self.model}" + (f"@{self.address}" if self.address else "")
+
+
+def endpoint_identity(backend: Any) -> EndpointIdentity:
+    """The backend's :class:`EndpointIdentity`: its own ``endpoint_identity()`` when it has
+    one (remote servers), else its ``backend_id`` and ``model`` with no address."""
+    probe = getattr(backend, "endpoint_identity", None)
+    if callable(probe):
+        found = probe()
+        if isinstance(found, EndpointIdentity):
+            return found
+    return EndpointIdentity(str(backend.backend_id), "", str(backend.model))

@@ -29,10 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, WikidriftError
-from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
+from pipeline.models.llm.base import EndpointIdentity, LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.cache import LLMCallCache
 from pipeline.models.llm.costs import CostLedger
-from pipeline.models.llm.openai_backend import OpenAIBackend, chat_body, response_from_completion
+from pipeline.models.llm.openai_backend import (
+    OpenAIBackend,
+    chat_body,
+    endpoint_address,
+    response_from_completion,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -106,6 +111,7 @@ class OpenAIBatchRunner:
             if model is not None and model != backend.model:
                 raise ConfigError(f"model {model!r} differs from the backend's {backend.model!r}")
             self.model = backend.model
+            self._identify: Callable[[], EndpointIdentity] = backend.endpoint_identity
             self.client = backend.make_sync_client()
             self.ledger = ledger if ledger is not None else backend.ledger
             self._body: Callable[[LLMRequest], dict[str, Any]] = backend.request_body
@@ -113,6 +119,9 @@ class OpenAIBatchRunner:
             if not model:
                 raise ConfigError("OpenAIBatchRunner needs model=... when given a bare client")
             self.model = model
+            address = endpoint_address(str(client_or_backend.base_url))
+            identity = EndpointIdentity(self.backend_id, address, model)
+            self._identify = lambda: identity
             self.client = client_or_backend
             self.ledger = ledger if ledger is not None else CostLedger(default_model=model)
             self._body = lambda request: chat_body(model, request)
@@ -147,8 +156,10 @@ class OpenAIBatchRunner:
         return state.get("batch_id") if state else None
 
     def key(self, request: LLMRequest) -> str:
-        """The cache key (and ``custom_id``) of ``request``."""
-        return request.cache_key(self.backend_id, self.model)
+        """The cache key (and ``custom_id``) of ``request``: the one a :class:`CachedLLM`
+        over the same backend uses (endpoint and served model included)."""
+        ident = self._identify()
+        return request.cache_key(ident.backend, ident.model, ident.address)
 
     def estimate(self, requests: Sequence[LLMRequest]) -> tuple[int, int, float]:
         """Dry run at batch prices, counting only cache misses: (prompt, completion, usd)."""

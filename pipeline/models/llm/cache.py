@@ -19,7 +19,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, OnResponse
+from pipeline.models.llm.base import (
+    EndpointIdentity,
+    LLMBackend,
+    LLMRequest,
+    LLMResponse,
+    OnResponse,
+    endpoint_identity,
+)
 
 _BUSY_TIMEOUT_MS = 60_000
 # Below SQLite's smallest host-parameter limit (999) for `IN (...)` lookups.
@@ -165,8 +172,10 @@ class CachedLLM:
     misses to the wrapped backend (identical requests within one call are sent once).
 
     ``calls_made`` counts requests that reached the backend, ``hits`` requests answered from
-    the cache. ``backend_id`` and ``model`` are the wrapped backend's, so cache keys and item
-    provenance are the same with or without the cache.
+    the cache. Keys and provenance follow the backend's :class:`EndpointIdentity` (asked once,
+    on first use): for a server, its ``host:port`` and the model it reports, so a dead or
+    different server is never answered from another server's entries. ``model`` is the
+    model as the server reports it (the configured name when it cannot tell).
     """
 
     def __init__(self, backend: LLMBackend, cache: LLMCallCache) -> None:
@@ -174,6 +183,14 @@ class CachedLLM:
         self.cache = cache
         self.calls_made = 0
         self.hits = 0
+        self._identity: EndpointIdentity | None = None
+
+    @property
+    def identity(self) -> EndpointIdentity:
+        """What answers: backend, server address and served model (probed once)."""
+        if self._identity is None:
+            self._identity = endpoint_identity(self.backend)
+        return self._identity
 
     @property
     def backend_id(self) -> str:
@@ -182,12 +199,18 @@ class CachedLLM:
 
     @property
     def model(self) -> str:
-        """The wrapped backend's model."""
-        return self.backend.model
+        """The model that answers, as its server reports it."""
+        return self.identity.model
+
+    @property
+    def provenance(self) -> str:
+        """``backend:model@host:port`` of what answers (no address for in-process models)."""
+        return self.identity.label()
 
     def key(self, request: LLMRequest) -> str:
-        """The cache key of ``request`` for the wrapped backend and model."""
-        return request.cache_key(self.backend.backend_id, self.backend.model)
+        """The cache key of ``request`` for the wrapped backend's endpoint and model."""
+        ident = self.identity
+        return request.cache_key(ident.backend, ident.model, ident.address)
 
     def misses(self, requests: Sequence[LLMRequest]) -> list[LLMRequest]:
         """The distinct requests that would reach the backend (for dry-run cost estimates)."""
@@ -219,8 +242,11 @@ class CachedLLM:
         fresh: dict[str, LLMResponse] = {}
         send_keys = list(to_send)
 
+        label = self.identity.label()
+
         def arrived(index: int, answer: LLMResponse) -> None:
             key = send_keys[index]
+            answer.meta.setdefault("endpoint", label)  # provenance: what answered
             fresh[key] = answer
             self.calls_made += 1
             if answer.error is None:

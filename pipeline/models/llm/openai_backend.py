@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pipeline.errors import ConfigError
-from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
+from pipeline.models.llm.base import EndpointIdentity, LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.costs import BudgetExceededError, CostLedger
 from pipeline.models.llm.parsing import extract_json, with_json_instruction
 
@@ -58,10 +58,51 @@ def is_openai_endpoint(base_url: str | None) -> bool:
     return host == "api.openai.com" or host.endswith(".openai.com")
 
 
-def resolve_api_key(api_key: str | None, base_url: str | None) -> str:
+def key_may_go_to(base_url: str | None, *, trusted: bool = False) -> bool:
+    """Whether an API key may be sent to ``base_url``: OpenAI's own API over https, or any
+    server the user marked as trusted (``llm.trust_base_url``)."""
+    if trusted:
+        return True
+    url = base_url or OPENAI_BASE_URL
+    return urlsplit(url).scheme == "https" and is_openai_endpoint(url)
+
+
+def endpoint_address(base_url: str | None) -> str:
+    """``host:port`` of an OpenAI-compatible server (the cache key's endpoint)."""
+    parts = urlsplit(base_url or OPENAI_BASE_URL)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=host).geturl()
+
+
+def resolve_api_key(api_key: str | None, base_url: str | None, *, trusted: bool = False) -> str:
     """The key to send: the argument, else ``OPENAI_API_KEY``; a local server gets a
-    placeholder; OpenAI's endpoint without a key is a :class:`ConfigError`."""
+    placeholder; OpenAI's endpoint without a key is a :class:`ConfigError`.
+
+    A real key only goes to OpenAI's API over https or to a trusted ``base_url``; any other
+    server gets the placeholder and a warning (plain http would show it to the network, a
+    third-party host would receive the user's OpenAI credentials)."""
     key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+    if key and key != LOCAL_API_KEY and not key_may_go_to(base_url, trusted=trusted):
+        shown = _without_credentials(base_url or OPENAI_BASE_URL)
+        if is_openai_endpoint(base_url):
+            raise ConfigError(
+                f"llm.base_url = {shown!r}: refusing to send the OpenAI API key over plain "
+                "http; use https://api.openai.com/v1"
+            )
+        log.warning(
+            "the OpenAI API key is withheld from %s (not OpenAI's API over https); set "
+            "llm.trust_base_url = true if this server should receive it",
+            shown,
+        )
+        return LOCAL_API_KEY
     if key:
         return key
     if is_openai_endpoint(base_url):
@@ -247,6 +288,7 @@ class OpenAIBackend:
         backoff_max_s: float = 60.0,
         seed: int | None = None,
         backend_id: str = "openai",
+        trust_base_url: bool = False,
     ) -> None:
         if not model:
             raise ConfigError("the OpenAI backend needs a model name (e.g. 'gpt-4o-mini')")
@@ -270,6 +312,8 @@ class OpenAIBackend:
         self.backend_id = backend_id
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
         self._api_key = api_key
+        self.trust_base_url = trust_base_url
+        self._identity: EndpointIdentity | None = None
         self.max_concurrency = max_concurrency
         self.requests_per_minute = requests_per_minute
         self.max_retries = max_retries
@@ -309,8 +353,38 @@ class OpenAIBackend:
         )
 
     def api_key(self) -> str:
-        """The key to send (raises ConfigError for OpenAI's endpoint without one)."""
-        return resolve_api_key(self._api_key, self.base_url)
+        """The key to send (raises ConfigError for OpenAI's endpoint without one); a real key
+        is withheld from servers other than OpenAI's over https unless ``trust_base_url``."""
+        return resolve_api_key(self._api_key, self.base_url, trusted=self.trust_base_url)
+
+    def endpoint_identity(self) -> EndpointIdentity:
+        """This server's ``host:port`` and the model it serves, from ``GET /models`` (asked
+        once): the configured name when the server lists it, the one model a single-model
+        server (llama.cpp, vLLM) lists otherwise, else the configured name (also when the
+        server does not answer: its address alone keeps it apart from other servers)."""
+        if self._identity is None:
+            served = self.model
+            try:
+                client = self.make_sync_client(max_retries=0)
+                try:
+                    ids = [
+                        m.id
+                        for m in client.with_options(
+                            timeout=min(self.timeout_s, 10.0)
+                        ).models.list()
+                    ]
+                finally:
+                    client.close()
+                if self.model not in ids and len(ids) == 1:
+                    served = str(ids[0])
+            except ConfigError:
+                raise
+            except Exception as exc:  # any failure: fall back to the configured name
+                log.info("could not list the models of %s: %s", self.base_url, exc)
+            self._identity = EndpointIdentity(
+                self.backend_id, endpoint_address(self.base_url), served
+            )
+        return self._identity
 
     def make_async_client(self) -> openai.AsyncOpenAI:
         """An AsyncOpenAI client with the client's own retries off (ours count and back off)."""
