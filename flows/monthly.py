@@ -53,6 +53,7 @@ from pipeline.snapshot import (
     snapshot_job,
     stream_snapshot,
 )
+from pipeline.storage import stage_lock
 
 # --------------------------------------------------------------------------- per-worker models
 
@@ -336,10 +337,16 @@ def previous_release(workdir: str | Path, snapshot: str) -> str | None:
 def _release_for(config: dict[str, Any], snapshot: str, previous: str | None) -> dict[str, Any]:
     log = get_run_logger()
     cfg = Config.model_validate(config)
-    stages: dict[str, Any] = {"snapshot": _snapshot_stage(cfg, config, snapshot)}
+    # Each stage under the workdir's lock for it (shared with the CLI commands): a second
+    # writer of the stage waits. The ledger and release tasks take their own locks.
+    stages: dict[str, Any] = {}
+    with stage_lock(cfg.workdir, "snapshot"):
+        stages["snapshot"] = _snapshot_stage(cfg, config, snapshot)
     if previous is not None:
-        stages["label"] = _label_stage(config, previous, snapshot)
-    stages["generate"] = _generate_stage(config, previous, snapshot)
+        with stage_lock(cfg.workdir, "label"):
+            stages["label"] = _label_stage(config, previous, snapshot)
+    with stage_lock(cfg.workdir, "generate"):
+        stages["generate"] = _generate_stage(config, previous, snapshot)
     stages["ledger"] = ledger_task(config, snapshot, previous)
     stages["release"] = release_task(config, snapshot)
     if cfg.flow.export_hf_dir:

@@ -60,7 +60,8 @@ def _file_logging(log_path: Path) -> dict[str, Any]:
 
 def task_runner(cfg: Config) -> Any:
     """Threads in this process (``flow.workers`` at a time), or Dask: an existing cluster at
-    ``flow.dask_address`` or a temporary LocalCluster of ``flow.dask_workers`` processes."""
+    ``flow.dask_address`` or a temporary LocalCluster of ``flow.dask_workers`` processes,
+    listening (dashboard included) on 127.0.0.1 only."""
     if cfg.flow.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
 
@@ -71,6 +72,11 @@ def task_runner(cfg: Config) -> Any:
                 "n_workers": cfg.flow.dask_workers,
                 "processes": True,
                 "threads_per_worker": 1,
+                # Scheduler, workers and dashboard on loopback only: the dashboard's default
+                # (0.0.0.0:8787) shows every task's arguments, the config included, to the
+                # network. Another free port is taken when 8787 is busy.
+                "host": "127.0.0.1",
+                "dashboard_address": "127.0.0.1:8787",
             }
         )
     from prefect.task_runners import ThreadPoolTaskRunner

@@ -1,16 +1,20 @@
 """``wikidrift`` command line. Thin: parses arguments, loads the config, calls the library.
 
-Errors a user can act on are printed as one clear message (exit code 2), never a traceback;
-Ctrl-C exits 130 and the next identical command resumes where this one stopped.
+Errors a user can act on are printed as one clear message (exit code 2), never a traceback:
+bad input or config, a missing stage output, a full disk, a read-only workdir, a corrupt cache
+database. Ctrl-C exits 130, SIGTERM 143, and the next identical command resumes where this
+one stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +24,7 @@ from typing import Any
 
 from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
-from pipeline.storage import logs_dir
+from pipeline.storage import logs_dir, stage_lock
 
 log = logging.getLogger("wikidrift")
 
@@ -85,7 +89,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     selection = resolve_selection(cfg)
     splitter = SentenceSplitter(cfg.text.spacy_model or None, batch_size=cfg.text.batch_size)
     total = None if selection.is_all else len(selection.titles) + len(selection.page_ids)
-    with _progress(total, f"snapshot {args.date}") as bar:
+    with stage_lock(workdir, "snapshot"), _progress(total, f"snapshot {args.date}") as bar:
         summary = build_snapshot(
             source,
             selection,
@@ -117,7 +121,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         else None
     )
     labeler = make_labeler(cfg, workdir, naive=args.naive, checker=checker)
-    with _progress(None, f"label {args.old} -> {args.new}") as bar:
+    with stage_lock(workdir, "label"), _progress(None, f"label {args.old} -> {args.new}") as bar:
         summary = label_snapshots(
             workdir,
             args.old.isoformat(),
@@ -174,7 +178,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 0
     from pipeline import progress
 
-    with _console_progress():
+    with stage_lock(workdir, "generate"), _console_progress():
         progress.stage(f"{snapshot} generate", 0, "LLM request")
         summary = generate_items(
             workdir,
@@ -421,11 +425,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from flows.monthly import monthly_flow
 
     print(f"serving deployment wikidrift-monthly (cron {cfg.flow.cron!r}); Ctrl-C stops")
-    monthly_flow.serve(
-        name="wikidrift-monthly",
-        cron=cfg.flow.cron,
-        parameters={"config": cfg.model_dump(mode="json")},
-    )
+    try:
+        monthly_flow.serve(
+            name="wikidrift-monthly",
+            cron=cfg.flow.cron,
+            parameters={"config": cfg.model_dump(mode="json")},
+        )
+    except SystemExit as exc:
+        # Prefect's runner answers SIGTERM with a graceful stop and sys.exit(0) (its only
+        # exit): report it like every other command does (one line, exit 143).
+        if exc.code in (0, None):
+            raise Terminated from None
+        raise
     return 0
 
 
@@ -587,6 +598,64 @@ def _stop(code: int, message: str) -> int:
     return code
 
 
+_RESUME = "run the same command again to resume (finished work is kept)"
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _os_error(exc: OSError) -> str | None:
+    """One line for a file-system failure a user can fix, or None for any other OSError."""
+    where = exc.filename or ""
+    if exc.filename2:
+        where = f"{where} -> {exc.filename2}"
+    reason = exc.strerror or str(exc)
+    if exc.errno in _NO_SPACE:
+        return f"{reason}{f' writing {where}' if where else ''}: free some space, then {_RESUME}"
+    if exc.errno in _NOT_WRITABLE:
+        return (
+            f"{reason}{f': {where}' if where else ''} (is the workdir read-only or another "
+            f"user's?): make it writable, then {_RESUME}"
+        )
+    if isinstance(exc, FileNotFoundError):
+        if exc.errno is None:  # raised with a message of ours (read_parquet)
+            return str(exc)
+        return f"missing file {where or reason}: run the stage that writes it first"
+    return None
+
+
+def _database_error(exc: sqlite3.DatabaseError, args: argparse.Namespace) -> str:
+    """One line for an SQLite failure: which cache file is damaged and what to do."""
+    text = str(exc)
+    if "disk is full" in text or "disk I/O error" in text:
+        return f"cache database: {text}: free some space, then {_RESUME}"
+    if "readonly" in text or "unable to open" in text:
+        return (
+            f"cache database: {text} (is the workdir read-only?): make it writable, then {_RESUME}"
+        )
+    workdir = getattr(args, "workdir", None)
+    damaged = _damaged_databases(Path(workdir) / "cache") if workdir is not None else []
+    if damaged:
+        names = ", ".join(str(p) for p in damaged)
+        return (
+            f"corrupt cache database {names} ({text}): it is only a cache, delete it and {_RESUME}"
+        )
+    return f"a cache database is unusable ({text}): delete the damaged file and {_RESUME}"
+
+
+def _damaged_databases(folder: Path) -> list[Path]:
+    """The SQLite files in ``folder`` whose header is not SQLite's."""
+    damaged = []
+    for path in sorted(folder.glob("**/*.sqlite")):
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(16)
+        except OSError:
+            continue
+        if head and head != b"SQLite format 3\x00":
+            damaged.append(path)
+    return damaged
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wikidrift`` console script."""
     # Library progress bars (model loading) would tear the CLI's own bars apart.
@@ -604,6 +673,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except WikidriftError as exc:
         print(f"wikidrift: error: {exc}", file=sys.stderr)
+        return 2
+    except sqlite3.DatabaseError as exc:
+        print(f"wikidrift: error: {_database_error(exc, args)}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        message = _os_error(exc)
+        if message is None:
+            raise  # not one a user can act on: the traceback is the report
+        print(f"wikidrift: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return _stop(130, "interrupted; finished work is kept, re-run the same command to resume")

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import ConfigError
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
+from pipeline.redact import redact_config
+from pipeline.sources.limits import DEFAULT_LIMITS as _LIMITS
 
 REPO_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 DEFAULT_CONFIG_PATH = REPO_DATA_DIR / "wikidrift.toml"
@@ -57,6 +59,19 @@ class DumpConfig(_Section):
     cache_dir: str = ""  # "" = <workdir>/cache/dumps
     max_retries: int = Field(6, ge=0, le=20)
     timeout_s: float = Field(120.0, gt=0)
+
+
+class LimitsConfig(_Section):
+    """Bounds on every input (see pipeline/sources/limits.py): a page or stream over a limit
+    is skipped and listed as not delivered; an HTTP request over its time is retried."""
+
+    max_wikitext_bytes: int = Field(_LIMITS.max_wikitext_bytes, ge=1024)
+    max_page_xml_bytes: int = Field(_LIMITS.max_page_xml_bytes, ge=4096)
+    max_stream_bytes: int = Field(_LIMITS.max_stream_bytes, ge=4096)
+    max_response_bytes: int = Field(_LIMITS.max_response_bytes, ge=4096)
+    max_request_s: float = Field(_LIMITS.max_request_s, gt=0)
+    min_download_bytes_per_s: int = Field(_LIMITS.min_download_bytes_per_s, ge=1)
+    redirect_hosts: list[str] = Field(default_factory=list)  # besides the configured host
 
 
 class CurrentEventsRange(_Section):
@@ -123,6 +138,8 @@ class LLMConfig(_Section):
     # transformers: a hub id or folder.
     local_model: str = DEFAULT_LOCAL_MODEL
     base_url: str = ""  # OpenAI-compatible server (vLLM, Ollama, llama.cpp); "" = api.openai.com
+    # OPENAI_API_KEY only goes to OpenAI's API over https, unless base_url is trusted here.
+    trust_base_url: bool = False
     structured_outputs: Literal["auto", "on", "off"] = "auto"
     max_concurrency: int = Field(4, ge=1, le=64)
     requests_per_minute: int = Field(0, ge=0)  # 0 = no limit
@@ -157,6 +174,8 @@ class GenerationConfig(_Section):
     dialogue_min_turns: int = Field(3, ge=1)
     dialogue_max_turns: int = Field(4, ge=1)
     answer_max_words: int = Field(10, ge=1)
+    # Ask every kept question back with only its evidence in view; keep pairs whose answers agree.
+    qa_answer_check: bool = True
     seed: int = 0
     # Background text for new / changed QA can be several paragraphs: cap it to bound prompt cost.
     source_context_max_chars: int = Field(2000, ge=0)
@@ -186,6 +205,7 @@ class Config(_Section):
     snapshot: SnapshotConfig = SnapshotConfig()
     api: ApiConfig = ApiConfig()
     dump: DumpConfig = DumpConfig()
+    limits: LimitsConfig = LimitsConfig()
     text: TextConfig = TextConfig()
     models: ModelsConfig = ModelsConfig()
     align: AlignConfig = AlignConfig()
@@ -212,16 +232,23 @@ class Config(_Section):
         release manifests). Where outputs go and how politely they are fetched do not count:
         the workdir, the dates, input locations and transport knobs (retries, timeouts,
         concurrency)."""
-        data = self.model_dump(mode="json")
-        data.pop("workdir")
-        # Where the inputs live is not a setting: the snapshots' own digests carry their content.
-        for key in ("dates", "shard_size", "input", "articles"):
-            data["snapshot"].pop(key)
-        for section, keys in _TRANSPORT_KEYS.items():
-            for key in keys:
-                data[section].pop(key)
-        blob = json.dumps(data, sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return config_hash(self.model_dump(mode="json"))
+
+
+def config_hash(data: dict[str, Any]) -> str:
+    """:meth:`Config.stable_hash` of a config dump, also of the redacted one a release
+    manifest publishes (credentials and local folders never count), so ``verify`` can
+    recompute it."""
+    data = redact_config({k: v for k, v in data.items() if k != "workdir"})
+    data.pop("limits", None)  # safety bounds, like timeouts: no real page reaches them
+    # Where the inputs live is not a setting: the snapshots' own digests carry their content.
+    for key in ("dates", "shard_size", "input", "articles"):
+        data["snapshot"].pop(key, None)
+    for section, keys in _TRANSPORT_KEYS.items():
+        for key in keys:
+            data[section].pop(key, None)
+    blob = json.dumps(data, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 _TRANSPORT_KEYS = {
@@ -233,6 +260,7 @@ _TRANSPORT_KEYS = {
         "max_retries",
         "timeout_s",
         "max_cost_usd",
+        "trust_base_url",
         "local_parallel",
         "local_ctx",
         "local_threads",

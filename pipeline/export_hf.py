@@ -7,7 +7,9 @@ Layout of ``DIR``::
     dialogue/<split>.parquet    must match ``^\\w+(\\.\\w+)*$``
     quadruples/<split>.parquet
     sentence_labels/<split>.parquet
-    growth.png, manifest.json   copied from the release
+    growth.png, manifest.json   copied from the release (the manifest and card redacted
+                                again: releases written before redaction existed may hold
+                                a contact e-mail, URL credentials or local paths)
 
 ``datasets.load_dataset(DIR, "qa")`` loads it offline. ``--push REPO`` uploads the folder
 with ``huggingface_hub`` and tags the commit with the release id.
@@ -21,8 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.errors import WikidriftError
+from pipeline.redact import redact_config, redact_text, redact_value
 from pipeline.release import read_manifest, release_dir
-from pipeline.storage import write_text_atomic
+from pipeline.storage import write_json_atomic, write_text_atomic
 
 CONFIGS = ("qa", "dialogue", "quadruples", "sentence_labels")
 CONFIG_DESCRIPTIONS = {
@@ -83,10 +86,22 @@ def export_hf(workdir: str | Path, snapshot: str, out: str | Path) -> Path:
     for name in CONFIGS:
         (out / name).mkdir(exist_ok=True)
         shutil.copyfile(src / f"{name}.parquet", out / name / f"{split}.parquet")
-    for extra in ("growth.png", "manifest.json"):
-        shutil.copyfile(src / extra, out / extra)
-    write_text_atomic(out / "README.md", _card(manifest, (src / "README.md").read_text()))
+    shutil.copyfile(src / "growth.png", out / "growth.png")
+    write_json_atomic(out / "manifest.json", public_manifest(src / "manifest.json"))
+    card = _card(manifest, (src / "README.md").read_text())
+    write_text_atomic(out / "README.md", redact_text(card))
     return out
+
+
+def public_manifest(path: Path) -> dict[str, Any]:
+    """A release's ``manifest.json`` with its config and models redacted (a no-op for
+    releases that were written redacted)."""
+    data = json.loads(path.read_text())
+    if isinstance(data.get("config"), dict):
+        data["config"] = redact_config(data["config"])
+    if "models" in data:
+        data["models"] = redact_value(data["models"])
+    return data
 
 
 class HubApi(Protocol):

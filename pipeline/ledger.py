@@ -50,7 +50,9 @@ from pipeline.labeling import labels_dir, read_labels
 from pipeline.snapshot import read_table
 from pipeline.storage import (
     file_sha256,
+    publish_dir,
     read_parquet,
+    stage_lock,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -139,7 +141,31 @@ def ledger_snapshots(workdir: str | Path) -> list[str]:
     root = Path(workdir) / "ledger"
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "state.json").exists())
+    return sorted(
+        p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "state.json").exists()
+    )
+
+
+def recover_ledger(workdir: str | Path) -> list[str]:
+    """Repair what a killed ledger update left (call under the ledger lock); returns one line
+    per repair. A state moved aside (``.<snapshot>.old``) but not replaced is put back; every
+    other hidden folder (an unfinished update, or a replaced state) is deleted."""
+    root = Path(workdir) / "ledger"
+    if not root.is_dir():
+        return []
+    done: list[str] = []
+    for p in sorted(root.iterdir()):
+        if not (p.name.startswith(".") and p.is_dir()):
+            continue
+        snap = p.name[1:].split(".", 1)[0]
+        out = root / snap
+        if p.name == f".{snap}.old" and not out.exists() and (p / "state.json").exists():
+            p.rename(out)
+            done.append(f"restored the ledger state of {snap}")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed the leftover temp folder {p.name}")
+    return done
 
 
 def read_items(workdir: str | Path, snapshot: str) -> pa.Table:
@@ -292,8 +318,16 @@ def update_ledger(
     """Bring the ledger from ``previous`` to ``snapshot``: maintain the items valid at
     ``previous`` with the labels ``previous -> snapshot``, add the items generated at
     ``snapshot``, apply quadruple supersession. Written atomically; skipped when its inputs
-    are unchanged."""
+    are unchanged. Holds the workdir's ledger lock (a second writer waits)."""
     workdir = Path(workdir)
+    with stage_lock(workdir, "ledger"):
+        recover_ledger(workdir)
+        return _update_ledger(workdir, snapshot, previous, force=force)
+
+
+def _update_ledger(
+    workdir: Path, snapshot: str, previous: str | None, *, force: bool
+) -> LedgerSummary:
     inputs = [
         generated_dir(workdir, snapshot) / f"{n}.parquet" for n in ("qa", "dialogue", "quadruples")
     ]
@@ -313,7 +347,8 @@ def update_ledger(
             raise WikidriftError(f"ledger input missing: {path} (run the stage that writes it)")
     digest = _file_digest(inputs)
     out = ledger_dir(workdir, snapshot)
-    if (out / "state.json").exists() and not force:
+    complete = all((out / n).exists() for n in ("state.json", "items.parquet", "evidence.parquet"))
+    if complete and not force:
         stored = read_ledger_summary(workdir, snapshot)
         if stored.inputs_digest == digest and stored.previous == previous:
             stored.already_done = True
@@ -432,7 +467,8 @@ def _add_new(
 
 
 def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: LedgerSummary) -> None:
-    """Write the new ledger state into a temp dir and swap it in with one rename."""
+    """Write the new ledger state into a temp dir and swap it in atomically (the state at
+    ``out`` is never missing, see :func:`~pipeline.storage.publish_dir`)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -451,17 +487,13 @@ def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: Led
             schema_version=SCHEMA_VERSION,
         )
         write_json_atomic(tmp / "state.json", asdict(summary))
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    old = out.with_name(f".{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if publish_dir(tmp, out, old):
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def facts_at(

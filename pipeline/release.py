@@ -14,14 +14,22 @@ of that snapshot. Files:
 - ``README.md`` (dataset card with the statistics) and ``growth.png`` (items per type across
   releases).
 
-Written into a temporary directory and renamed into place. An existing release is never
-overwritten: a new revision moves the old one aside to ``<snapshot>.r<N>/`` first.
+Written into a temporary directory and swapped into place in one atomic step, under the
+workdir's release lock (``<workdir>/locks/release.lock``): a second writer waits. An existing
+release is never overwritten: a new revision moves the old one aside to ``<snapshot>.r<N>/``.
+Each run first repairs what a killed run left (hidden ``.<snapshot>.*`` temp folders, a
+release moved aside but not replaced).
+
+Nothing private is published: the config, models and card are redacted (no contact e-mail,
+no credentials in URLs, no Dask address, no absolute paths of this machine).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -34,17 +42,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.config import Config
+from pipeline.config import config_hash as compute_config_hash
 from pipeline.errors import WikidriftError
 from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
 from pipeline.ledger import ledger_dir, read_evidence, read_items, read_ledger_summary
+from pipeline.redact import redact_config, redact_value
 from pipeline.snapshot import read_table
 from pipeline.storage import (
     file_sha256,
+    publish_dir,
     read_parquet,
+    stage_lock,
     write_json_atomic,
     write_parquet_atomic,
     write_text_atomic,
 )
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 DATA_FILES = ("qa", "dialogue", "quadruples", "sentence_labels", "retired")
@@ -379,14 +393,16 @@ def _models(workdir: Path, snapshot: str, previous: str | None) -> dict[str, Any
     gen = read_generation_summary(workdir, snapshot)
     models["embedder_for_selection"] = gen.embedder
     models["generator"] = gen.llm.get("model") or gen.llm.get("generator")
-    return models
+    return redact_value(models)  # a local model file is named, not where it lives
 
 
 def manifest_config(cfg: Config) -> dict[str, Any]:
-    """The config recorded in a manifest: every setting but where this machine keeps files."""
+    """The config recorded in a manifest: every setting, redacted (no workdir, contact
+    e-mail, URL credentials, Dask address or absolute paths). :func:`config_hash` of it is
+    ``cfg.stable_hash()``."""
     data = cfg.model_dump(mode="json")
     data.pop("workdir")
-    return data
+    return redact_config(data)
 
 
 def build_release(
@@ -402,8 +418,29 @@ def build_release(
     release built from the same inputs exists (unless ``new_revision`` forces one). A release
     built from other inputs is never replaced: with ``revise_on_change`` (the flows) or
     ``new_revision`` (``--force``) a new revision is written and the old one is kept as
-    ``<snapshot>.r<N>``; otherwise it is an error."""
+    ``<snapshot>.r<N>``; otherwise it is an error. Holds the workdir's release lock."""
     workdir = Path(workdir)
+    with stage_lock(workdir, "release"):
+        recover_releases(workdir)
+        return _build_release(
+            workdir,
+            snapshot,
+            config=redact_config(config),
+            config_hash=config_hash,
+            new_revision=new_revision,
+            revise_on_change=revise_on_change,
+        )
+
+
+def _build_release(
+    workdir: Path,
+    snapshot: str,
+    *,
+    config: dict[str, Any],
+    config_hash: str,
+    new_revision: bool,
+    revise_on_change: bool,
+) -> ReleaseManifest:
     if not (ledger_dir(workdir, snapshot) / "state.json").exists():
         raise WikidriftError(
             f"the ledger has no state for {snapshot}: generate items and update the ledger first "
@@ -424,6 +461,12 @@ def build_release(
             )
         revision = existing.revision + 1
 
+    aside = releases_root(workdir) / f"{snapshot}.r{revision - 1}"
+    if revision > 1 and aside.exists():
+        raise WikidriftError(
+            f"{aside} exists, but revision {revision - 1} is the current release: move that "
+            "folder away, then run this again"
+        )
     previous = _previous_snapshot(workdir, snapshot)
     prev_release = previous if previous in list_releases(workdir) else None
     tables = _release_tables(workdir, snapshot)
@@ -484,13 +527,65 @@ def build_release(
             for p in sorted(tmp.iterdir())
         }
         write_json_atomic(tmp / "manifest.json", _manifest_dict(manifest))
-        if out.exists():
-            out.rename(root / f"{snapshot}.r{revision - 1}")
-        tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    # From here on tmp is complete: a failure leaves it for the next run's recovery, which
+    # knows from its manifest whether it is the new release or the one it replaced.
+    publish_dir(tmp, out, root / f"{snapshot}.r{revision - 1}")
     return manifest
+
+
+_HIDDEN = re.compile(r"^\.(\d{4}-\d{2}-\d{2})\.")
+_REVISION = re.compile(r"^(\d{4}-\d{2}-\d{2})\.r(\d+)$")
+
+
+def _revision_of(path: Path) -> int | None:
+    try:
+        return int(json.loads((path / "manifest.json").read_text())["revision"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def recover_releases(workdir: str | Path) -> list[str]:
+    """Repair what a killed or failed release run left in ``releases/`` (call under the
+    release lock); returns one line per repair. A snapshot whose current release was moved
+    aside but not replaced gets its newest revision back; a hidden ``.<snapshot>.*`` folder
+    holding the revision that a swap displaced becomes ``<snapshot>.r<N>``; any other hidden
+    folder (an unfinished or unpublished build) is deleted."""
+    root = releases_root(workdir)
+    if not root.is_dir():
+        return []
+    done: list[str] = []
+    revisions: dict[str, list[tuple[int, Path]]] = {}
+    for p in root.iterdir():
+        m = _REVISION.match(p.name)
+        if m and p.is_dir():
+            revisions.setdefault(m.group(1), []).append((int(m.group(2)), p))
+    for snap, revs in sorted(revisions.items()):
+        out = root / snap
+        if not out.exists():
+            _, newest = max(revs)
+            newest.rename(out)
+            done.append(f"restored release {snap} from {newest.name}")
+    for p in sorted(root.iterdir()):
+        m = _HIDDEN.match(p.name)
+        if not (m and p.is_dir()):
+            continue
+        snap = m.group(1)
+        rev, current = _revision_of(p), _revision_of(root / snap)
+        if rev is not None and current is not None and rev < current:
+            aside = root / f"{snap}.r{rev}"
+            if aside.exists():  # never delete a whole earlier revision: keep both
+                aside = root / f"{aside.name}{p.name[len(snap) + 1 :]}"
+            p.rename(aside)
+            done.append(f"kept revision {rev} of {snap} as {aside.name}")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed the leftover temp folder {p.name}")
+    for line in done:
+        log.warning("releases: %s", line)
+    return done
 
 
 def _manifest_dict(manifest: ReleaseManifest) -> dict[str, Any]:
@@ -650,9 +745,17 @@ def release_diff(workdir: str | Path, a: str, b: str) -> dict[str, dict[str, Any
     return out
 
 
+def previous_release_of(workdir: str | Path, snapshot: str) -> str | None:
+    """The release before ``snapshot`` as ``releases/`` holds them (not as a manifest says)."""
+    earlier = [s for s in list_releases(workdir) if s < snapshot]
+    return earlier[-1] if earlier else None
+
+
 def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
     """Every violation found in the release of ``snapshot`` (empty = good): checksums, schemas,
-    counts, the ledger invariant against the previous release, and evidence text."""
+    counts, the config hash, the ledger invariant against the previous release in
+    ``releases/``, the release against the ledger, and evidence text. Nothing the manifest
+    says is taken on trust where it can be recomputed."""
     workdir = Path(workdir)
     problems: list[str] = []
     out = release_dir(workdir, snapshot)
@@ -662,6 +765,24 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
         return [str(exc)]
     except (json.JSONDecodeError, TypeError) as exc:
         return [f"{out / 'manifest.json'}: unreadable manifest ({exc})"]
+    try:
+        recomputed = compute_config_hash(manifest.config)
+    except (AttributeError, KeyError, TypeError) as exc:
+        recomputed = f"unreadable config ({exc!r})"
+    # Manifest fields that can be recomputed; reported with whatever else is found.
+    header: list[str] = []
+    if recomputed != manifest.config_hash:
+        header.append(
+            f"{out / 'manifest.json'}: config_hash {manifest.config_hash} does not match its "
+            f"config ({recomputed})"
+        )
+    previous = previous_release_of(workdir, snapshot)
+    if manifest.previous_release != previous:
+        header.append(
+            f"{out / 'manifest.json'}: previous_release is {manifest.previous_release}, but "
+            f"the release before {snapshot} in {releases_root(workdir)} is {previous} "
+            "(the ledger invariant is checked against the latter)"
+        )
     on_disk = {p.name for p in out.iterdir() if p.name != "manifest.json"}
     for name in sorted(on_disk - set(manifest.files)):
         problems.append(f"{out / name}: file not listed in manifest.json")
@@ -672,7 +793,7 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
         elif file_sha256(path) != meta["sha256"]:
             problems.append(f"{path}: sha256 {file_sha256(path)} != manifest {meta['sha256']}")
     if problems:
-        return problems  # tables cannot be trusted past a checksum failure
+        return header + problems  # tables cannot be trusted past a checksum failure
     tables: dict[str, pa.Table] = {}
     for name, schema in SCHEMAS.items():
         try:
@@ -685,13 +806,14 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
                 f"{out / (name + '.parquet')}: columns differ from schema v{SCHEMA_VERSION}"
             )
     if problems:
-        return problems
+        return header + problems
     if _counts(tables) != manifest.counts:
         problems.append(f"{out / 'manifest.json'}: counts do not match the tables")
+    problems += _check_against_ledger(workdir, snapshot, tables)
 
     # Ledger invariant: whatever was valid in the previous release is here or retired here.
-    if manifest.previous_release:
-        before = _item_ids(workdir, manifest.previous_release)
+    if previous:
+        before = _item_ids(workdir, previous)
         now = _item_ids(workdir, snapshot)
         quads = tables["quadruples"]
         superseded_here = set(quads["item_id"].to_pylist())
@@ -708,7 +830,7 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
                     continue
                 if not retired.get(item_id):
                     problems.append(
-                        f"{kind} {item_id}: valid in release {manifest.previous_release} but "
+                        f"{kind} {item_id}: valid in release {previous} but "
                         f"neither in release {snapshot} nor retired here with a reason"
                     )
 
@@ -755,6 +877,37 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
                 f"{label}: evidence indices {idx} do not point at its evidence text in "
                 f"snapshot {snap} page {page}"
             )
+    return header + problems
+
+
+_LEDGER_ID_COLUMNS = {"qa": "item_id", "dialogue": "turn_id", "quadruples": "item_id"}
+
+
+def _check_against_ledger(workdir: Path, snapshot: str, tables: dict[str, pa.Table]) -> list[str]:
+    """The release must be exactly what the ledger at ``snapshot`` gives: rebuild its item
+    tables from the ledger and compare them row by row (a deleted or edited ledger row, or a
+    release table edited to match, shows up here)."""
+    try:
+        expected = _release_tables(workdir, snapshot)
+    except Exception as exc:  # noqa: BLE001 - an unreadable ledger is a finding, not a crash
+        return [f"{ledger_dir(workdir, snapshot)}: the ledger cannot be read ({exc})"]
+    problems: list[str] = []
+    where = ledger_dir(workdir, snapshot)
+    for name, table in expected.items():
+        id_col = _LEDGER_ID_COLUMNS.get(name, "item_id")
+        want = {r[id_col]: r for r in table.to_pylist()}
+        have = {r[id_col]: r for r in tables[name].to_pylist()}
+        missing = sorted(set(have) - set(want))
+        extra = sorted(set(want) - set(have))
+        differ = sorted(i for i in set(want) & set(have) if want[i] != have[i])
+        for label, ids in (
+            ("in the release but not in the ledger", missing),
+            ("in the ledger but not in the release", extra),
+            ("different in the ledger and the release", differ),
+        ):
+            if ids:
+                shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+                problems.append(f"{name}: {len(ids)} row(s) {label} ({where}): {shown}")
     return problems
 
 

@@ -1,14 +1,19 @@
 """Build the configured runtime objects (embedder, LLM backend, contradiction checker) from a
 :class:`~pipeline.config.Config`, with their on-disk caches under ``<workdir>/cache``.
 
-Shared by the CLI and the Prefect flows so both run the same models the same way.
+Shared by the CLI and the Prefect flows so both run the same models the same way. Nothing
+is opened or started before it is needed: a stage re-run with nothing to do (on a read-only
+workdir, say) neither opens the LLM call cache nor starts the local LLM server.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.config import Config
 from pipeline.errors import ConfigError
@@ -24,6 +29,7 @@ from pipeline.models.llm import (
     OpenAIBatchRunner,
     TransformersBackend,
 )
+from pipeline.models.llm.base import EndpointIdentity
 from pipeline.models.llm.llamacpp import LlamaCppBackend, start_local_llm
 from pipeline.models.llm.packaged import model_name
 from pipeline.models.vector_cache import VectorCache
@@ -66,6 +72,58 @@ def resolve_llm_kind(cfg: Config) -> str:
     return kind
 
 
+class _OnFirstUse:
+    """Builds an object on its first attribute access and hands every access to it."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._build = build
+        self._target: Any = None
+        self._lock = threading.Lock()
+
+    def _built(self) -> Any:
+        with self._lock:
+            if self._target is None:
+                self._target = self._build()
+            return self._target
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # copy/pickle probes, or a half-built object: no recursion
+            raise AttributeError(name)
+        return getattr(self._built(), name)
+
+
+class LazyCallCache(_OnFirstUse):
+    """The LLM call cache, opened (file created, WAL set up) on first use."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(lambda: LLMCallCache(path))
+
+
+class LazyLocalLLM(_OnFirstUse):
+    """The local llama.cpp backend with its server started by the first request that needs
+    it: its id and model name are known without starting anything (cache keys, digests)."""
+
+    backend_id = LlamaCppBackend.backend_id
+
+    def __init__(self, cfg: Config, workdir: str | Path) -> None:
+        super().__init__(lambda: local_llm(cfg, workdir))
+        self.model = model_name(cfg.llm.local_model)
+
+    def endpoint_identity(self) -> EndpointIdentity:
+        """What answers (cache keys, provenance): the running backend's own identity when it
+        has one (it asks its server, so the server starts), else id and model, with no
+        address, exactly as for the started backend."""
+        if callable(getattr(LlamaCppBackend, "endpoint_identity", None)):
+            return self._built().endpoint_identity()
+        return EndpointIdentity(self.backend_id, "", self.model)
+
+    def complete_many(self, requests: list[Any], **kwargs: Any) -> list[Any]:
+        """Answer ``requests`` (no request: no server)."""
+        if not requests:
+            return []
+        return self._built().complete_many(requests, **kwargs)
+
+
 def local_llm(cfg: Config, workdir: str | Path, *, start: bool = True) -> LlamaCppBackend:
     """The local llama.cpp backend of ``cfg``, its server started now if not running;
     ``start=False``: a backend that only knows its name (for cache look-ups in dry runs)."""
@@ -84,8 +142,9 @@ def local_llm(cfg: Config, workdir: str | Path, *, start: bool = True) -> LlamaC
 def llm_from_config(cfg: Config, workdir: str | Path, *, start: bool = True) -> LLMSetup:
     """The configured LLM: every call through the SQLite call cache, OpenAI calls priced and
     stopped before ``max_cost_usd``, the Batch API when ``batch_api`` is set. ``start=False``
-    leaves a local server unstarted (dry runs only look at the cache)."""
-    cache = LLMCallCache(cache_dir(workdir) / LLM_CACHE)
+    leaves a local server unstarted (dry runs only look at the cache); otherwise it starts
+    with the first request that misses the cache."""
+    cache = LazyCallCache(cache_dir(workdir) / LLM_CACHE)
     kind = resolve_llm_kind(cfg)
     if kind == "openai":
         ledger = CostLedger(
@@ -100,6 +159,7 @@ def llm_from_config(cfg: Config, workdir: str | Path, *, start: bool = True) -> 
             max_retries=cfg.llm.max_retries,
             timeout_s=cfg.llm.timeout_s,
             structured_outputs=cfg.llm.structured_outputs,
+            trust_base_url=cfg.llm.trust_base_url,
             ledger=ledger,
         )
         if cfg.llm.batch_api:
@@ -109,7 +169,8 @@ def llm_from_config(cfg: Config, workdir: str | Path, *, start: bool = True) -> 
             return LLMSetup(runner, ledger, "openai-batch")
         return LLMSetup(CachedLLM(backend, cache), ledger, "openai")
     if kind == "local":
-        return LLMSetup(CachedLLM(local_llm(cfg, workdir, start=start), cache), None, "local")
+        backend = LazyLocalLLM(cfg, workdir) if start else local_llm(cfg, workdir, start=False)
+        return LLMSetup(CachedLLM(backend, cache), None, "local")
     if kind != "transformers":
         raise ConfigError(f"llm.backend = {kind!r}: allowed: auto, openai, local, transformers")
     local = TransformersBackend(

@@ -6,10 +6,16 @@ and renamed into place, so a crash never leaves a half-written file under the fi
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +23,10 @@ from typing import IO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from pipeline.errors import WikidriftError
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION_KEY = b"wikidrift.schema_version"
 TABLE_NAME_KEY = b"wikidrift.table"
@@ -208,3 +218,123 @@ def schema_version_of(path: str | Path) -> int:
     """The schema version stamped in a Parquet file's metadata (0 when absent)."""
     meta = pq.read_schema(path).metadata or {}
     return int(meta.get(SCHEMA_VERSION_KEY, b"0"))
+
+
+# --------------------------------------------------------------------------- stage locks
+class StageBusyError(WikidriftError):
+    """Another process holds the lock of a workdir stage for longer than we wait."""
+
+
+def locks_dir(workdir: str | Path) -> Path:
+    """``<workdir>/locks``: one lock file per stage that publishes into the workdir."""
+    return Path(workdir) / "locks"
+
+
+@contextmanager
+def stage_lock(workdir: str | Path, stage: str, *, wait_s: float = 600.0) -> Iterator[None]:
+    """Hold ``<workdir>/locks/<stage>.lock`` (an exclusive ``flock``) for the block, so two
+    writers of one stage (two processes, or two threads) never publish at the same time. A
+    second writer waits up to ``wait_s`` seconds, then fails with one clear message. The
+    kernel drops the lock when its holder dies, so a killed run never blocks the next one.
+    On a read-only workdir nobody can write, so there is nothing to lock: the block runs."""
+    path = locks_dir(workdir) / f"{stage}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            yield
+            return
+        raise
+    try:
+        deadline = time.monotonic() + wait_s
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _lock_holder(fd)
+                if time.monotonic() >= deadline:
+                    raise StageBusyError(
+                        f"the {stage} stage of {workdir} is in use by another wikidrift process"
+                        f"{holder}; wait for it to finish (or stop it), then run this again"
+                    ) from None
+                if not waiting:
+                    log.warning("waiting for another wikidrift process%s (%s)", holder, stage)
+                    waiting = True
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""
+
+
+# --------------------------------------------------------------------------- publishing dirs
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _libc_renameat2() -> object | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        func = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
+
+
+_renameat2 = _libc_renameat2()
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``).
+    False when the platform or file system cannot; then nothing changed."""
+    if _renameat2 is None:
+        return False
+    rc = _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def publish_dir(tmp: Path, out: Path, old: Path) -> bool:
+    """Put the finished directory ``tmp`` at ``out``; the directory that was at ``out`` (if
+    any) ends at ``old``. ``out`` is never missing: the two are swapped in one atomic step
+    and the old one is then renamed to ``old``. Where the file system cannot swap, two
+    renames are used: an exception between them puts the old directory back, and a kill
+    between them is repaired by the stage's next run (its recovery restores ``old``).
+    Returns whether an old directory was moved to ``old``."""
+    if not out.exists():
+        os.rename(tmp, out)
+        _fsync_dir(out.parent)
+        return False
+    if exchange_paths(tmp, out):
+        _fsync_dir(out.parent)
+        os.rename(tmp, old)  # tmp's name now holds the old directory
+    else:
+        os.rename(out, old)
+        try:
+            os.rename(tmp, out)
+        except BaseException:
+            os.rename(old, out)  # interrupted (Ctrl-C, SIGTERM, disk error): put it back
+            raise
+    _fsync_dir(out.parent)
+    return True

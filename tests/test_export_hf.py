@@ -90,3 +90,33 @@ def test_cli_export_hf(released_workdir: Path, tmp_path: Path, capsys) -> None:
         ]
     )
     assert code == 0 and "exported" in capsys.readouterr().out
+
+
+def test_export_redacts_a_release_written_before_redaction(
+    released_workdir: Path, tmp_path: Path
+) -> None:
+    import json
+
+    from pipeline.release import release_dir
+    from pipeline.storage import write_json_atomic
+    from tests.conftest import copy_workdir
+
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    src = release_dir(workdir, B)
+    manifest = json.loads((src / "manifest.json").read_text())
+    manifest["config"]["api"]["user_agent"] = "bench/1 (carol@example.org)"
+    manifest["config"]["llm"]["base_url"] = "https://carol:s3cret@llm.example/v1"
+    manifest["config"]["flow"]["dask_address"] = "tcp://192.0.2.5:8786"
+    manifest["models"]["generator"] = "/home/carol/models/q.gguf"
+    write_json_atomic(src / "manifest.json", manifest)
+    card = (src / "README.md").read_text()
+    (src / "README.md").write_text(card + "\nModel: /home/carol/models/q.gguf\n")
+    out = export_hf(workdir, B, tmp_path / "hf")
+    for name in ("manifest.json", "README.md"):
+        text = (out / name).read_text()
+        for secret in ("carol", "s3cret", "192.0.2.5"):
+            assert secret not in text, (name, secret)
+    exported = json.loads((out / "manifest.json").read_text())
+    assert exported["config"]["llm"]["base_url"] == "https://llm.example/v1"
+    assert exported["models"]["generator"] == "<local>/q.gguf"
+    assert exported["files"] == manifest["files"]

@@ -173,3 +173,35 @@ def test_rerun_is_skipped_and_order_is_enforced(released_workdir: Path, tmp_path
         update_ledger(workdir, A, B)
     with pytest.raises(WikidriftError, match="has not been brought to 2023-06-01"):
         update_ledger(workdir, B, "2023-06-01")
+
+
+class _Crash(BaseException):
+    """An interruption (Ctrl-C, SIGTERM) between the two renames of a ledger update."""
+
+
+def test_an_interrupted_update_never_loses_the_ledger_state(
+    released_workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import pipeline.storage as storage
+    from pipeline.ledger import ledger_dir, ledger_snapshots
+
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    monkeypatch.setattr(storage, "exchange_paths", lambda a, b: False)  # two-rename path
+    real_rename, calls = os.rename, []
+
+    def interrupted(src, dst, *args, **kwargs):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise _Crash
+        return real_rename(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "rename", interrupted)
+    with pytest.raises(_Crash):
+        update_ledger(workdir, B, A, force=True)
+    monkeypatch.setattr(os, "rename", real_rename)
+    assert (ledger_dir(workdir, B) / "items.parquet").exists()  # the old state is back
+    assert ledger_snapshots(workdir) == list(STAGE_DATES)
+    assert update_ledger(workdir, B, A).already_done
+    assert [p.name for p in (workdir / "ledger").iterdir() if p.name.startswith(".")] == []

@@ -80,7 +80,8 @@ def test_existing_release_is_never_overwritten(released_workdir: Path, tmp_path:
     kw = {"config": manifest_config(cfg), "config_hash": cfg.stable_hash()}
     same = build_release(workdir, B, **kw)
     assert same.already_built
-    other = {"config": kw["config"], "config_hash": "different"}
+    changed = load_config(profile="offline", overrides={"generation": {"seed": 7}})
+    other = {"config": manifest_config(changed), "config_hash": changed.stable_hash()}
     with pytest.raises(WikidriftError, match="never overwritten"):
         build_release(workdir, B, **other)
     old_sha = read_manifest(workdir, B).files["qa.parquet"]["sha256"]

@@ -64,7 +64,6 @@ class _SQLiteStore:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
@@ -72,13 +71,15 @@ class _SQLiteStore:
         # one in the child could disturb the parent's SQLite locks.
         self._inherited: list[sqlite3.Connection] = []
         self._chunk = _MAX_CHUNK
-        self._connection()  # create the schema now so a bad path fails at construction
+        # Opened on first use, not here: a run with nothing to do (a finished stage re-run,
+        # a read-only workdir) never creates, migrates or locks the file.
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
             if self._pid == os.getpid():
                 return self._conn
             self._inherited.append(self._conn)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         # isolation_level=None: we issue BEGIN IMMEDIATE ourselves, so a writer waits for the
         # lock up front (busy timeout applies) instead of failing on a read->write upgrade.
         conn = sqlite3.connect(

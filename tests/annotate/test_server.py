@@ -310,3 +310,100 @@ def test_missing_tasks_is_a_clear_error(released_workdir: Path, tmp_path: Path) 
 
     with pytest.raises(WikidriftError, match="annotate sample"):
         AnnotationServer(released_workdir, RELEASE, annotations_root=tmp_path, port=0)
+
+
+# --------------------------------------------------------------------------- under load / attack
+def _burst_of_posts(srv: AnnotationServer, n: int) -> list[str]:
+    """``n`` clients connect and post at the same moment; returns each failure's reason."""
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    task_id = srv.store.tasks[0]["task_id"]
+    parts = urlsplit(srv.url)
+    start = threading.Barrier(n)
+    failures: list[str] = []
+
+    def client(i: int) -> None:
+        body = json.dumps({"annotator": f"r{i:03d}", "task_id": task_id, "label": "supported"})
+        start.wait()
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        try:
+            conn.request("POST", "/api/judgments", body, {"Content-Type": "application/json"})
+            status = conn.getresponse().status
+            if status != 201:
+                failures.append(f"status {status}")
+        except OSError as exc:
+            failures.append(type(exc).__name__)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return failures
+
+
+def test_a_burst_of_200_posts_gets_no_connection_resets(server: AnnotationServer) -> None:
+    failures = _burst_of_posts(server, 200)
+    assert failures == [], f"{len(failures)} of 200 failed: {sorted(set(failures))}"
+    assert len(server.store.progress()["annotators"]) == 200
+
+
+def test_idle_connections_are_closed_and_free_their_threads(
+    released_workdir: Path, root: Path
+) -> None:
+    import socket
+    import time
+
+    with AnnotationServer(
+        released_workdir, RELEASE, annotations_root=root, port=0, idle_timeout_s=0.5
+    ) as srv:
+        before = threading.active_count()
+        idle = [
+            socket.create_connection(("127.0.0.1", srv._httpd.server_address[1])) for _ in range(30)
+        ]
+        time.sleep(0.3)
+        assert threading.active_count() >= before + 30  # one handler thread each, for now
+        closed = 0
+        for sock in idle:
+            sock.settimeout(5)
+            try:
+                closed += sock.recv(1) == b""  # the server hung up on the silent client
+            except ConnectionResetError:
+                closed += 1
+            except TimeoutError:
+                pass  # still open: counted as not closed
+            sock.close()
+        deadline = time.monotonic() + 5
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert closed == 30 and threading.active_count() <= before
+        # The server still answers.
+        assert http_request("GET", srv.url + "api/info")[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("127.0.0.1:{port}", True),
+        ("localhost:{port}", True),
+        ("LOCALHOST", True),
+        ("evil.example:{port}", False),  # DNS rebinding: a foreign name pointing at us
+        ("127.0.0.1:1", False),  # another port
+        ("10.0.0.1:{port}", False),  # an address we do not listen on
+        ("", False),
+    ],
+)
+def test_host_header_must_name_this_server(server: AnnotationServer, host: str, allowed) -> None:
+    port = server._httpd.server_address[1]
+    status, _, body = http_request(
+        "GET", server.url + "api/info", headers={"Host": host.format(port=port)}
+    )
+    if allowed:
+        assert status == 200, body
+    else:
+        assert status == 421 and "is not this server" in body["error"], (status, body)
+        assert http_request("GET", server.url, headers={"Host": "evil.example"})[0] == 421
