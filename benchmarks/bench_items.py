@@ -40,9 +40,9 @@ SAMPLE_MANIFEST = REPO / "data" / "sample" / "MANIFEST.json"
 PROMPT_EXAMPLE_PAGES = {44063188, 51746, 285292, 42094020}
 
 
-def bench_page_ids(n: int) -> tuple[int, ...]:
-    """The first ``n`` wikisnap articles that are not in the shipped sample (nor quoted by a
-    prompt's example), spread over the categories."""
+def bench_page_ids(n: int, skip: int = 0) -> tuple[int, ...]:
+    """``n`` wikisnap articles, after the first ``skip``, that are not in the shipped sample
+    (nor quoted by a prompt's example), spread over the categories."""
     sample = {a["page_id"] for a in json.loads(SAMPLE_MANIFEST.read_text())["articles"]}
     sample |= PROMPT_EXAMPLE_PAGES
     manifest = json.loads((WIKISNAP / "MANIFEST.json").read_text())
@@ -53,7 +53,7 @@ def bench_page_ids(n: int) -> tuple[int, ...]:
         if int(a["page_id"]) in ids:
             by_cat.setdefault(a["category"], []).append(int(a["page_id"]))
     order = [pid for row in zip(*by_cat.values(), strict=False) for pid in row]
-    return tuple(order[:n])
+    return tuple(order[skip : skip + n])
 
 
 def server_metrics(base_url: str) -> dict[str, float]:
@@ -81,7 +81,10 @@ def report(label: str, summary, seconds: float) -> int:
     print(f"{label}_kept={json.dumps(kept)} dialogue_turns={c['dialogue']['total']}")
     for kind, reasons in summary.rejects_by_kind.items():
         print(f"{label}_rejects_{kind}={json.dumps(reasons, sort_keys=True)}")
-    qa_attempts = sum(v for k, v in summary.requests.items() if k.startswith("qa_"))
+    # attempts = generation requests; qa_check requests only ask kept pairs back
+    qa_attempts = sum(
+        v for k, v in summary.requests.items() if k.startswith("qa_") and k != "qa_check"
+    )
     if qa_attempts:
         print(f"{label}_qa_kept_share={kept['qa'] / qa_attempts:.2f} ({kept['qa']}/{qa_attempts})")
     n_kept = sum(kept.values())
@@ -103,6 +106,7 @@ def dump(workdir: Path, snapshot: str, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--articles", type=int, default=8)
+    parser.add_argument("--skip", type=int, default=0, help="bench the articles after these")
     parser.add_argument("--paragraphs", type=int, default=2, help="initial paragraphs / article")
     parser.add_argument("--old", default="2024-01-01")
     parser.add_argument("--new", default="2024-06-01")
@@ -112,7 +116,7 @@ def main() -> None:
     args = parser.parse_args()
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_items_"))
-    page_ids = bench_page_ids(args.articles)
+    page_ids = bench_page_ids(args.articles, args.skip)
     build_wikisnap_snapshots(workdir, [args.old, args.new], page_ids, SentenceSplitter())
     overrides: dict = {
         "workdir": str(workdir),

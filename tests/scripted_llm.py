@@ -135,6 +135,9 @@ def good_answer(request: LLMRequest) -> str:
                 "answer": ans,
             }
         )
+    if request.purpose == "qa_check":
+        # The whole sentence holds whatever the pair's grounded answer is.
+        return json.dumps({"answer": line_after(request, "Sentence:")})
     if request.purpose == "dialogue":
         idx = [i for i, _ in sents]
         turns = []
@@ -235,6 +238,8 @@ def _qa_fault(kind: str, request: LLMRequest) -> str:
         return json.dumps(good | {"question": question, "answer": f"{good['answer']} Zanzibar"})
     if kind == "url":
         return json.dumps(good | {"answer": "http://zanzibar.example"})
+    if kind == "dangling":
+        return json.dumps(good | {"question": f"When did he do this for {title_of(request)}?"})
     if kind == "garbled":
         return json.dumps(good | {"question": good["question"].rstrip("?") + " 肝?"})
     raise AssertionError(kind)
@@ -249,6 +254,12 @@ def _changed_fault(kind: str, request: LLMRequest) -> str:
         return json.dumps(good | {"previous_answer": shared, "answer": shared})
     if kind == "previous_ungrounded":
         return json.dumps(good | {"previous_answer": "Zanzibar Quokka"})
+    raise AssertionError(kind)
+
+
+def _check_fault(kind: str, request: LLMRequest) -> str:
+    if kind == "mismatch":
+        return json.dumps({"answer": "none"})
     raise AssertionError(kind)
 
 
@@ -299,6 +310,8 @@ def _quadruple_fault(kind: str, request: LLMRequest) -> str:
         ]
     elif kind == "date_object":
         quads = [base | {"object": "12 May 1999", "timestamp": None}]
+    elif kind == "cut_off":
+        quads = [base | {"relation": "related to (its", "object": obj, "timestamp": None}]
     elif kind == "pronoun":
         quads = [base | {"subject": "the company", "object": obj, "timestamp": None}]
     else:
@@ -320,7 +333,8 @@ QA_FAULTS = [
     "in_question",
     "empty",
 ]
-NEW_QA_FAULTS = ["off_topic", "giveaway", "url", "garbled"]
+NEW_QA_FAULTS = ["off_topic", "giveaway", "url", "garbled", "dangling"]
+CHECK_FAULTS = ["mismatch"]
 CHANGED_FAULTS = ["identical", "previous_ungrounded"]
 DIALOGUE_FAULTS = [
     "two_turns",
@@ -341,6 +355,7 @@ QUADRUPLE_FAULTS = [
     "pronoun",
     "date_object",
     "clause_object",
+    "cut_off",
 ]
 # The reason each fault must be rejected for.
 FAULT_REASONS = {
@@ -371,6 +386,8 @@ FAULT_REASONS = {
     "giveaway": "answerable_from_question",
     "url": "contains_url",
     "garbled": "garbled_text",
+    "dangling": "question_not_standalone",
+    "mismatch": "answer_check_failed",
     "ungrounded_turn": "turn_not_grounded",
     "long_relation": "relation_too_long",
     "same_entity": "subject_equals_object",
@@ -378,6 +395,7 @@ FAULT_REASONS = {
     "repeat": "repeated_turn",
     "date_object": "object_is_date",
     "clause_object": "object_too_long",
+    "cut_off": "relation_not_stated",
 }
 
 
@@ -402,6 +420,7 @@ class FaultyResponder:
             "qa_initial": (QA_FAULTS, _qa_fault),
             "qa_new": (NEW_QA_FAULTS, _qa_fault),
             "qa_changed": (CHANGED_FAULTS, _changed_fault),
+            "qa_check": (CHECK_FAULTS, _check_fault),
             "dialogue": (DIALOGUE_FAULTS, _dialogue_fault),
             "quadruples": (QUADRUPLE_FAULTS, _quadruple_fault),
         }

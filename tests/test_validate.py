@@ -11,6 +11,7 @@ from pipeline.validate import (
     ItemValidator,
     answer_sentence,
     contains_normalized,
+    dangling_reference,
     find_url,
     is_grounded,
     is_iso_timestamp,
@@ -258,6 +259,33 @@ def test_leaning_questions_are_caught(question: str) -> None:
 )
 def test_standalone_questions_pass(question: str) -> None:
     assert leaning_phrase(question) is None
+    assert dangling_reference(question) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "word"),
+    [
+        ("What can these tests detect?", "these tests"),
+        ("What is this model called?", "this model"),
+        ("When did he join Ferrari?", "he"),
+        ("What year was it founded?", "it"),
+        ("In 2014, which label did they sign?", "they"),
+    ],
+)
+def test_questions_pointing_at_an_unnamed_thing_are_caught(question: str, word: str) -> None:
+    assert dangling_reference(question) == word
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which team did Russell join after he left Williams?",
+        "In what year did Sony Music have its best singles success?",
+        "Who founded Apple in 1976?",
+    ],
+)
+def test_pronouns_after_a_name_pass(question: str) -> None:
+    assert dangling_reference(question) is None
 
 
 def test_iso_timestamps() -> None:
@@ -288,6 +316,13 @@ CASES = [
     (
         lambda: V.score_qa(qa(question="According to the text, when?"), n_sentences=20),
         "question_leans_on_text",
+    ),
+    (
+        lambda: V.score_qa(
+            qa(question="When did a spokesperson confirm his departure from OpenAI?"),
+            n_sentences=20,
+        ),
+        "question_not_standalone",
     ),
     (
         lambda: V.score_qa(
@@ -407,6 +442,10 @@ CASES = [
     ),
     (lambda: V.score_quadruple(quad(object="February 13, 2024"), n_sentences=20), "object_is_date"),
     (
+        lambda: V.score_quadruple(quad(object="OpenAI (US"), n_sentences=20),
+        "relation_not_stated",
+    ),
+    (
         lambda: V.score_dialogue(dialogue(expert=TURN_EXPERTS[0]), n_sentences=20),
         "repeated_turn",
     ),
@@ -446,7 +485,14 @@ def test_each_failure_has_its_reason(score, reason: str) -> None:  # noqa: ANN00
 
 
 def test_every_content_reason_is_exercised() -> None:
-    parse_reasons = {"llm_error", "no_json", "missing_field", "wrong_type", "duplicate"}
+    parse_reasons = {
+        "llm_error",
+        "no_json",
+        "missing_field",
+        "wrong_type",
+        "duplicate",
+        "answer_check_failed",
+    }
     assert {reason for _, reason in CASES} == set(REASONS) - parse_reasons
 
 
@@ -799,6 +845,72 @@ def test_a_named_subject_is_not_vague() -> None:
 @pytest.mark.parametrize("obj", ["2024", "February 2024", "13 February 2024", "2024-02-13"])
 def test_a_date_is_not_an_object(obj: str) -> None:
     assert V.score_quadruple(quad(object=obj), n_sentences=20).reason == "object_is_date"
+
+
+@pytest.mark.parametrize("obj", ["shortly after winning the title", "since the 2007 amendments"])
+def test_a_time_phrase_is_not_an_object(obj: str) -> None:
+    assert V.score_quadruple(quad(object=obj), n_sentences=20).reason == "object_is_date"
+
+
+# Real sentences and the wrong facts a 1.5B model drew from them.
+FOIA = "It also had not updated its policies since the 2007 FOIA amendments."
+FANGIO = (
+    "After winning their first race at the 1954 French Grand Prix, driver Juan Manuel Fangio "
+    "won another three Grands Prix to win the 1954 Drivers' Championship."
+)
+ENGINES = (
+    "For the 2024 season, Mercedes supplies engines to Aston Martin F1, McLaren, and Williams, "
+    "in addition to their own team."
+)
+DHS = "United States Department of Homeland Security"
+F1 = "Mercedes-Benz in Formula One"
+
+
+@pytest.mark.parametrize(
+    ("title", "subject", "relation", "obj", "evidence", "why"),
+    [
+        (DHS, DHS, "updated", "its policies", FOIA, "the sentence says 'had not updated'"),
+        (F1, "Mercedes-Benz", "won", "three Grands Prix", FANGIO, "'Fangio' does it"),
+        (DHS, DHS, "received the most (FO", "requests", FOIA, "is cut off"),
+        (F1, "Mercedes-Benz", "supplies engines to Aston, McLaren", "Williams", ENGINES, "list"),
+        (
+            F1,
+            "Mercedes-Benz",
+            "supplies engines to McLaren",
+            "McLaren",
+            ENGINES,
+            "holds the object",
+        ),
+    ],
+)
+def test_a_relation_the_sentence_does_not_state_is_rejected(
+    title: str, subject: str, relation: str, obj: str, evidence: str, why: str
+) -> None:
+    verdict = V.score_quadruple(
+        quad(
+            title=title,
+            subject=subject,
+            relation=relation,
+            object=obj,
+            timestamp=None,
+            evidence_text=evidence,
+        ),
+        n_sentences=20,
+    )
+    assert verdict.reason == "relation_not_stated"
+    assert why in verdict.detail
+
+
+def test_the_title_s_own_name_doing_the_verb_is_the_subject() -> None:
+    q = quad(
+        title=F1,
+        subject="Mercedes-Benz",
+        relation="supplies engines to",
+        object="McLaren",
+        timestamp=None,
+        evidence_text=ENGINES,
+    )
+    assert V.score_quadruple(q, n_sentences=20).keep
 
 
 @pytest.mark.parametrize("obj", ["OpenAI", "1,200 students", "the 2024 season", "Windows 2000"])

@@ -27,7 +27,15 @@ from pydantic import BaseModel, ConfigDict
 from pipeline.models.llm.base import LLMRequest
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
-PROMPT_NAMES = ("qa_initial", "qa_new", "qa_changed", "dialogue", "quadruples", "contradiction")
+PROMPT_NAMES = (
+    "qa_initial",
+    "qa_new",
+    "qa_changed",
+    "qa_check",
+    "dialogue",
+    "quadruples",
+    "contradiction",
+)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _SECTION = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.MULTILINE)
@@ -57,6 +65,12 @@ class ChangedQAAnswer(_Answer):
 
     question: str
     previous_answer: str
+    answer: str
+
+
+class CheckAnswer(_Answer):
+    """Answer of ``qa_check``: the question answered again from its evidence sentence."""
+
     answer: str
 
 
@@ -101,6 +115,7 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {
     "qa_initial": QAAnswer,
     "qa_new": QAAnswer,
     "qa_changed": ChangedQAAnswer,
+    "qa_check": CheckAnswer,
     "dialogue": DialogueAnswer,
     "quadruples": QuadruplesAnswer,
     "contradiction": ContradictionAnswer,
@@ -111,6 +126,7 @@ MAX_TOKENS: dict[str, int] = {
     "qa_initial": 256,
     "qa_new": 256,
     "qa_changed": 256,
+    "qa_check": 64,
     "dialogue": 900,
     "quadruples": 900,
     "contradiction": 160,

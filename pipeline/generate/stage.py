@@ -36,6 +36,7 @@ import pyarrow as pa
 from pipeline import progress
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
+from pipeline.generate.answer_check import AnswerCheck, answer_checks, disagreements
 from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
 from pipeline.generate.items import (
     SCHEMA_VERSION,
@@ -85,7 +86,7 @@ from pipeline.validate import (
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
-GENERATOR_VERSION = "generate-2"
+GENERATOR_VERSION = "generate-3"
 OUTPUT_TABLES = ("qa", "dialogue", "quadruples", "rejects")
 
 
@@ -301,6 +302,9 @@ def _reject_of(
     )
 
 
+_QA_PURPOSE = {"initial": "qa_initial", "new_sentences": "qa_new", "changed_sentence": "qa_changed"}
+
+
 @dataclass
 class _Tasks:
     qa: list[QATask] = field(default_factory=list)
@@ -360,14 +364,38 @@ def _qa_items(
                 _reject_of("qa", task.purpose, row, response.text, v.reason or "", v.detail)
             )
     kept, dups = split_duplicates(kept, question_key, lambda q: q.page_id)
-    purpose = {"initial": "qa_initial", "new_sentences": "qa_new", "changed_sentence": "qa_changed"}
     for item in dups:
         rejects.append(
             _reject_of(
-                "qa", purpose[item.origin], item.row(), item.raw_output, "duplicate", item.question
+                "qa",
+                _QA_PURPOSE[item.origin],
+                item.row(),
+                item.raw_output,
+                "duplicate",
+                item.question,
             )
         )
     return kept, rejects
+
+
+def _checked(
+    items: list[QAItem], checks: list[AnswerCheck], responses: list[LLMResponse]
+) -> tuple[list[QAItem], list[Reject]]:
+    """``items`` split by the round-trip check into kept ones and rejects."""
+    failed = disagreements(checks, responses)
+    rejects = [
+        _reject_of(
+            "qa",
+            _QA_PURPOSE[item.origin],
+            item.row(),
+            item.raw_output,
+            "answer_check_failed",
+            f"answer_check_failed: {failed[id(item)]}",
+        )
+        for item in items
+        if id(item) in failed
+    ]
+    return [item for item in items if id(item) not in failed], rejects
 
 
 def _dialogues(
@@ -466,8 +494,9 @@ def plan_requests(
     cfg: GenerationConfig,
     page_ids: list[int] | None = None,
 ) -> list[LLMRequest]:
-    """Every LLM request :func:`generate_items` would send (for dry runs: the CLI estimates
-    tokens and cost from them without calling any model)."""
+    """Every generation request :func:`generate_items` would send (for dry runs: the CLI
+    estimates tokens and cost from them without calling any model). The round-trip checks
+    come on top: one short request per kept QA answer, unknown before generation."""
     *_, tasks = _tasks_for(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
     return [t.request for t in (*tasks.qa, *tasks.dialogue, *tasks.quadruples)]
 
@@ -578,6 +607,13 @@ def generate_part(
     qa_kept, qa_rejects = _qa_items(
         tasks.qa, _complete(backend, [t.request for t in tasks.qa], usage), generator, validator
     )
+    checks = answer_checks(qa_kept) if cfg.qa_answer_check else []
+    if checks:
+        say(f"shard {index}: qa check {len(checks)} requests")
+        qa_kept, check_rejects = _checked(
+            qa_kept, checks, _complete(backend, [c.request for c in checks], usage)
+        )
+        qa_rejects += check_rejects
     say(f"shard {index}: dialogue {len(tasks.dialogue)} requests")
     dialogues, dialogue_rejects = _dialogues(
         tasks.dialogue,
@@ -609,6 +645,7 @@ def generate_part(
             "without_labels": without_labels,
         },
         "requests": dict(Counter(t.purpose for t in tasks.qa))
+        | ({"qa_check": len(checks)} if checks else {})
         | {"dialogue": len(tasks.dialogue), "quadruples": len(tasks.quadruples)},
         "usage": dict(usage),
         "dialogues": len(dialogues),

@@ -25,6 +25,7 @@ PLACEHOLDERS = {
     "qa_initial": {"title", "sentences", "max_words"},
     "qa_new": {"title", "sentences", "context", "max_words"},
     "qa_changed": {"title", "old_sentence", "new_sentence", "context", "max_words"},
+    "qa_check": {"title", "sentence", "question"},
     "dialogue": {"title", "sentences", "min_turns", "max_turns"},
     "quadruples": {"title", "sentences", "max_per_sentence"},
     "contradiction": {"old_sentence", "new_sentence"},
