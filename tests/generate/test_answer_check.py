@@ -7,27 +7,22 @@ import pytest
 from pipeline.generate.answer_check import answer_checks, answers_agree, disagreements
 from pipeline.generate.items import QAItem
 from pipeline.models.llm.base import LLMResponse
+from tests.test_validate import qa
 
 NEW_SENTENCE = "Mercedes finished 2023 second in the Constructors' Championship."
 OLD_SENTENCE = "Mercedes finished 2022 third in the Constructors' Championship."
 
 
 def item(**over: object) -> QAItem:
-    base: dict[str, object] = {
-        "page_id": 1,
+    """A QA item about the new sentence (the validator tests' builder, other text)."""
+    base = {
         "title": "Mercedes-Benz in Formula One",
-        "snapshot": "2024-06-01",
-        "type": "new",
-        "origin": "new_sentences",
         "question": "Where did Mercedes finish in the 2023 Constructors' Championship?",
         "answer": "second",
         "evidence_sent_idx": [4],
         "evidence_text": NEW_SENTENCE,
-        "prompt_hash": "h",
-        "generator": "scripted:scripted",
-        "raw_output": "{}",
     }
-    return QAItem(**(base | over))
+    return qa(**(base | over))
 
 
 def changed_item() -> QAItem:
