@@ -295,6 +295,21 @@ def ledger_task(config: dict[str, Any], snapshot: str, previous: str | None) -> 
     return update_ledger(Config.model_validate(config).workdir, snapshot, previous).line()
 
 
+@task(name="temporal", cache_policy=NO_CACHE)
+def temporal_task(config: dict[str, Any], snapshot: str) -> str:
+    """Phrase the temporal questions the ledger's facts newly allow."""
+    from pipeline.temporal.stage import phrase_temporal_questions
+
+    rt = runtime(config)
+    progress.stage(f"{snapshot} temporal questions", 0, "LLM request")
+    return phrase_temporal_questions(
+        rt.cfg.workdir,
+        snapshot,
+        rt.llm.backend,
+        max_new=rt.cfg.temporal.max_new_questions,
+    ).line()
+
+
 @task(name="release", cache_policy=NO_CACHE)
 def release_task(config: dict[str, Any], snapshot: str) -> dict[str, Any]:
     """Write the release; inputs that changed since an existing release make a new revision."""
@@ -348,6 +363,8 @@ def _release_for(config: dict[str, Any], snapshot: str, previous: str | None) ->
     with stage_lock(cfg.workdir, "generate"):
         stages["generate"] = _generate_stage(config, previous, snapshot)
     stages["ledger"] = ledger_task(config, snapshot, previous)
+    if cfg.temporal.questions:
+        stages["temporal"] = temporal_task(config, snapshot)
     stages["release"] = release_task(config, snapshot)
     if cfg.flow.export_hf_dir:
         stages["export_hf"] = export_task(config, snapshot)

@@ -223,6 +223,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     snapshot = args.snapshot.isoformat()
     previous = read_generation_summary(workdir, snapshot).previous
     print(update_ledger(workdir, snapshot, previous).line())
+    if cfg.temporal.questions:
+        print(_phrase_temporal(cfg, snapshot))
     manifest = build_release(
         workdir,
         snapshot,
@@ -232,6 +234,18 @@ def cmd_release(args: argparse.Namespace) -> int:
     )
     print(manifest.line())
     return 0
+
+
+def _phrase_temporal(cfg: Config, snapshot: str) -> str:
+    """Run the temporal stage; the LLM (a local server, maybe) starts only if a question
+    needs phrasing."""
+    from pipeline.runtime import llm_from_config
+    from pipeline.temporal.stage import phrase_temporal_questions
+
+    llm = llm_from_config(cfg, cfg.workdir)  # the CLI's exit path stops a started server
+    return phrase_temporal_questions(
+        cfg.workdir, snapshot, llm.backend, max_new=cfg.temporal.max_new_questions
+    ).line()
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -268,6 +282,97 @@ def cmd_export_growover(args: argparse.Namespace) -> int:
 
     cfg = _load(args)
     print(f"exported {export_growover(Path(cfg.workdir), args.release.isoformat(), args.out)}")
+    return 0
+
+
+# --------------------------------------------------------------------------- evaluate
+def _model_overrides(spec: str | None) -> dict[str, Any]:
+    """Config overrides for ``--model``: ``local``, ``openai:MODEL`` or a server URL."""
+    if spec is None:
+        llm: dict[str, Any] = {}
+    elif spec == "local":
+        llm = {"backend": "local"}
+    elif spec.startswith("openai:") and spec[len("openai:") :].strip():
+        llm = {"backend": "openai", "openai_model": spec[len("openai:") :].strip()}
+    elif spec.startswith(("http://", "https://")):
+        llm = {"backend": "openai", "base_url": spec}
+    else:
+        raise WikidriftError(
+            f"--model {spec!r}: use local, openai:MODEL or the URL of an OpenAI-compatible server"
+        )
+    # One answer per request as it arrives: the Batch API would hold answers for hours.
+    return {"llm": {**llm, "batch_api": False}}
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``wikidrift evaluate``: score a model (with a retriever) on one or more releases."""
+    from pipeline.evaluate import KINDS, evaluate_release
+    from pipeline.evaluate import report as rep
+    from pipeline.runtime import base_embedder, cached_embedder, llm_from_config
+
+    cfg = _load(args, _model_overrides(args.model))
+    workdir = Path(cfg.workdir)
+    try:
+        releases = [_iso_date(d.strip()).isoformat() for d in args.release.split(",") if d.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise WikidriftError(f"--release: {exc}") from None
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not releases or not kinds or set(kinds) - set(KINDS):
+        raise WikidriftError(
+            f"--release needs dates and --kinds some of {', '.join(KINDS)} (got {args.kinds!r})"
+        )
+    llm = llm_from_config(cfg, workdir)
+    identity = llm.backend.identity
+    model = f"{identity.backend}:{identity.model}"
+    dense = args.retriever in ("dense", "temporal")
+    embedder = cached_embedder(base_embedder(cfg), workdir) if dense else None
+    config = {
+        "profile": cfg.profile,
+        "config_hash": cfg.stable_hash(),
+        "embedder": cfg.models.embedder if dense else None,
+    }
+    incomplete = 0
+    for release in releases:
+        with _console_progress():
+            run = evaluate_release(
+                workdir,
+                release,
+                backend=llm.backend,
+                retriever=args.retriever,
+                embedder=embedder,
+                kinds=kinds,
+                k=args.k,
+                limit=args.limit,
+            )
+        record = rep.run_record(run, model=model, model_spec=args.model or "", config=config)
+        record["limit"] = args.limit
+        out = args.out or rep.default_out(workdir, release, model, args.retriever)
+        if args.out and len(releases) > 1:
+            out = args.out / release
+        rep.write_results(out, record, run.predictions)
+        for kind, why in run.skipped.items():
+            print(f"skipped {kind}: {why}")
+        print(rep.results_table([record]), end="")
+        print(
+            f"release {release}: {len(run.predictions)} items, "
+            f"{run.model_calls} model calls, {run.cache_hits} cache hits, "
+            f"{run.seconds:.1f}s -> {out}"
+        )
+        if run.failed:
+            incomplete += run.failed
+            continue  # a run with failed calls does not enter the leaderboard
+        runs = rep.update_leaderboard(workdir, record)
+        plot = rep.write_release_plot(workdir, runs, model, args.retriever)
+        if plot is not None:
+            print(f"plot {plot}")
+    if incomplete:
+        print(
+            f"wikidrift: {incomplete} model call(s) failed (see 'error' in predictions.jsonl) "
+            "and count as wrong; run the same command again to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"leaderboard {rep.evaluations_dir(workdir) / 'leaderboard.md'}")
     return 0
 
 
@@ -545,6 +650,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     _add_common(p)
     p.set_defaults(func=cmd_export_growover)
+
+    p = sub.add_parser(
+        "evaluate", help="score a model (+ retriever) on releases: F1, BLEU, outdated rate"
+    )
+    p.add_argument(
+        "--release", required=True, help="release date, or several: 2024-06-01,2025-01-01"
+    )
+    p.add_argument(
+        "--model",
+        help="local (the llama.cpp model), openai:MODEL, or an OpenAI-compatible server URL "
+        "(default: the configured LLM)",
+    )
+    p.add_argument(
+        "--retriever",
+        choices=["none", "bm25", "dense", "temporal"],
+        default="none",
+        help="none = closed book; temporal = dense with outdated passages ranked down",
+    )
+    p.add_argument("--k", type=int, default=3, help="passages per question (default 3)")
+    p.add_argument(
+        "--kinds",
+        default="qa,dialogue,temporal_qa,timelines",
+        help="comma-separated item kinds (default: all; kinds a release lacks are skipped)",
+    )
+    p.add_argument("--limit", type=int, help="only the first N items of each kind")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="results folder (default: <workdir>/evaluations/<release>/<model>__<retriever>)",
+    )
+    _add_common(p)
+    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
         "annotate",

@@ -183,6 +183,14 @@ class GenerationConfig(_Section):
     quadruples_per_sentence: int = Field(3, ge=1)
 
 
+class TemporalConfig(_Section):
+    """The temporal layer (Chronos C1/C2/C3 questions, timelines, relations)."""
+
+    questions: bool = True  # phrase temporal questions with the LLM after each ledger update
+    # Questions new at one snapshot beyond this wait for the next run (bounds LLM time).
+    max_new_questions: int = Field(200, ge=0)
+
+
 class FlowConfig(_Section):
     """How the Prefect flows run (see flows/). Shards come from snapshot.shard_size."""
 
@@ -211,6 +219,7 @@ class Config(_Section):
     align: AlignConfig = AlignConfig()
     llm: LLMConfig = LLMConfig()
     generation: GenerationConfig = GenerationConfig()
+    temporal: TemporalConfig = TemporalConfig()
     flow: FlowConfig = FlowConfig()
 
     @property

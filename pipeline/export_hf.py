@@ -7,6 +7,8 @@ Layout of ``DIR``::
     dialogue/<split>.parquet    must match ``^\\w+(\\.\\w+)*$``
     quadruples/<split>.parquet
     sentence_labels/<split>.parquet
+    lm_eval/                    lm-evaluation-harness task YAMLs (pipeline.evaluate.lmeval);
+                                qa and dialogue rows gain ``bm25_top3`` / ``dense_top3``
     growth.png, manifest.json   copied from the release (the manifest and card redacted
                                 again: releases written before redaction existed may hold
                                 a contact e-mail, URL credentials or local paths)
@@ -20,19 +22,33 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.errors import WikidriftError
 from pipeline.redact import redact_config, redact_text, redact_value
 from pipeline.release import read_manifest, release_dir
 from pipeline.storage import write_json_atomic, write_text_atomic
 
-CONFIGS = ("qa", "dialogue", "quadruples", "sentence_labels")
+if TYPE_CHECKING:
+    from pipeline.models.embedder import Embedder
+
+CONFIGS = (
+    "qa",
+    "dialogue",
+    "quadruples",
+    "sentence_labels",
+    "temporal_qa",
+    "timelines",
+    "relations",
+)
 CONFIG_DESCRIPTIONS = {
     "qa": "Question-answer pairs with evidence sentences, typed unchanged / new / changed.",
     "dialogue": "User-expert dialogue turns (one row per turn) with their evidence sentence.",
     "quadruples": "Time-stamped knowledge quadruples (subject, relation, object, timestamp).",
     "sentence_labels": "Sentence labels (unchanged / changed / new / deleted / unlabeled).",
+    "temporal_qa": "Chronos-style C1 / C2 / C3 questions over the time-stamped quadruples.",
+    "timelines": "Questions re-asked at every release, one row per interval with its answer.",
+    "relations": "Edges between facts: updates, contradicts, supports.",
 }
 
 
@@ -41,10 +57,15 @@ def split_name(snapshot: str) -> str:
     return "r" + snapshot.replace("-", "_")
 
 
-def _card(manifest: Any, release_card: str) -> str:
+def _configs(manifest: Any) -> list[str]:
+    """The configs of a release (schema v1 releases have no temporal tables)."""
+    return list(CONFIGS if manifest.schema_version >= 2 else CONFIGS[:4])
+
+
+def _card(manifest: Any, release_card: str, configs: list[str]) -> str:
     split = split_name(manifest.snapshot)
     lines = ["---", "configs:"]
-    for name in CONFIGS:
+    for name in configs:
         lines += [f"- config_name: {name}"]
         if name == "qa":
             lines += ["  default: true"]
@@ -66,16 +87,19 @@ def _card(manifest: Any, release_card: str) -> str:
     ]
     usage = (
         "\n## Configs\n\n"
-        + "\n".join(f"- `{n}`: {CONFIG_DESCRIPTIONS[n]}" for n in CONFIGS)
+        + "\n".join(f"- `{n}`: {CONFIG_DESCRIPTIONS[n]}" for n in configs)
         + f"\n\n```python\nfrom datasets import load_dataset\n"
         f'qa = load_dataset("<repo or folder>", "qa", split="{split}")\n```\n'
     )
     return "\n".join(lines) + release_card + usage
 
 
-def export_hf(workdir: str | Path, snapshot: str, out: str | Path) -> Path:
+def export_hf(
+    workdir: str | Path, snapshot: str, out: str | Path, *, embedder: Embedder | None = None
+) -> Path:
     """Write the Hugging Face layout of the release of ``snapshot`` into ``out`` (which must be
-    empty or not exist); returns ``out``."""
+    empty or not exist), with the harness files (:func:`add_harness_files`; ``embedder``:
+    the dense retriever's, default the release's own); returns ``out``."""
     manifest = read_manifest(workdir, snapshot)
     src = release_dir(workdir, snapshot)
     out = Path(out)
@@ -83,14 +107,43 @@ def export_hf(workdir: str | Path, snapshot: str, out: str | Path) -> Path:
         raise WikidriftError(f"{out} is not empty; export into a new or empty folder")
     out.mkdir(parents=True, exist_ok=True)
     split = split_name(snapshot)
-    for name in CONFIGS:
+    configs = _configs(manifest)
+    for name in configs:
         (out / name).mkdir(exist_ok=True)
         shutil.copyfile(src / f"{name}.parquet", out / name / f"{split}.parquet")
     shutil.copyfile(src / "growth.png", out / "growth.png")
     write_json_atomic(out / "manifest.json", public_manifest(src / "manifest.json"))
-    card = _card(manifest, (src / "README.md").read_text())
+    card = _card(manifest, (src / "README.md").read_text(), configs)
     write_text_atomic(out / "README.md", redact_text(card))
+    add_harness_files(Path(workdir), snapshot, out, configs, embedder)
     return out
+
+
+def release_embedder(workdir: Path, snapshot: str) -> Embedder:
+    """The embedder that built the release (its manifest's ``models.embedder``); uncached:
+    an export only reads the workdir."""
+    from pipeline.models.embedder import PACKAGED_MINILM, load_embedder
+
+    models = read_manifest(workdir, snapshot).config.get("models", {})
+    return load_embedder(models.get("embedder") or PACKAGED_MINILM)
+
+
+def add_harness_files(
+    workdir: Path, snapshot: str, out: Path, configs: list[str], embedder: Embedder | None
+) -> list[str]:
+    """Precomputed top-3 passages (``bm25_top3``, ``dense_top3``) on the exported ``qa`` and
+    ``dialogue`` rows, lm-evaluation-harness task YAMLs in ``out/lm_eval`` and a card section
+    on them (see :mod:`pipeline.evaluate.lmeval`); returns the task names."""
+    from pipeline.evaluate.lmeval import LM_EVAL_CARD, add_retrieval_columns, write_lm_eval_tasks
+
+    split = split_name(snapshot)
+    files = {name: out / name / f"{split}.parquet" for name in configs}
+    add_retrieval_columns(workdir, snapshot, files, embedder or release_embedder(workdir, snapshot))
+    tasks = write_lm_eval_tasks(out, split, configs)
+    card = out / "README.md"
+    listed = ", ".join(f"`{t}`" for t in tasks)
+    write_text_atomic(card, card.read_text() + LM_EVAL_CARD.format(tasks=listed))
+    return tasks
 
 
 def public_manifest(path: Path) -> dict[str, Any]:

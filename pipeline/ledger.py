@@ -33,8 +33,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import tempfile
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -47,11 +45,12 @@ import pyarrow as pa
 from pipeline.errors import WikidriftError
 from pipeline.generate.stage import generated_dir, read_generated
 from pipeline.labeling import labels_dir, read_labels
-from pipeline.snapshot import read_table
+from pipeline.snapshot import sentence_texts
 from pipeline.storage import (
     file_sha256,
-    publish_dir,
+    publish_state_dir,
     read_parquet,
+    recover_state_dirs,
     stage_lock,
     write_json_atomic,
     write_parquet_atomic,
@@ -148,24 +147,8 @@ def ledger_snapshots(workdir: str | Path) -> list[str]:
 
 def recover_ledger(workdir: str | Path) -> list[str]:
     """Repair what a killed ledger update left (call under the ledger lock); returns one line
-    per repair. A state moved aside (``.<snapshot>.old``) but not replaced is put back; every
-    other hidden folder (an unfinished update, or a replaced state) is deleted."""
-    root = Path(workdir) / "ledger"
-    if not root.is_dir():
-        return []
-    done: list[str] = []
-    for p in sorted(root.iterdir()):
-        if not (p.name.startswith(".") and p.is_dir()):
-            continue
-        snap = p.name[1:].split(".", 1)[0]
-        out = root / snap
-        if p.name == f".{snap}.old" and not out.exists() and (p / "state.json").exists():
-            p.rename(out)
-            done.append(f"restored the ledger state of {snap}")
-        else:
-            shutil.rmtree(p, ignore_errors=True)
-            done.append(f"removed the leftover temp folder {p.name}")
-    return done
+    per repair (see :func:`~pipeline.storage.recover_state_dirs`)."""
+    return recover_state_dirs(Path(workdir) / "ledger")
 
 
 def read_items(workdir: str | Path, snapshot: str) -> pa.Table:
@@ -288,25 +271,6 @@ def _new_item_rows(workdir: Path, snapshot: str) -> tuple[list[dict], list[dict]
     return items, evidence
 
 
-def _sentence_texts(workdir: Path, snapshot: str, page_ids: Iterable[int]) -> dict:
-    table = read_table(
-        workdir,
-        snapshot,
-        "sentences",
-        page_ids=list(page_ids),
-        columns=["page_id", "sent_idx", "text"],
-    )
-    return {
-        (p, i): t
-        for p, i, t in zip(
-            table["page_id"].to_pylist(),
-            table["sent_idx"].to_pylist(),
-            table["text"].to_pylist(),
-            strict=True,
-        )
-    }
-
-
 def _timestamp_key(value: str | None) -> str | None:
     # "2024", "2024-05" and "2024-05-08" compare correctly as strings of their own precision.
     return value or None
@@ -382,7 +346,7 @@ def _maintain(
     fate, deleted_pages = _fates(read_labels(workdir, previous, snapshot))
     at_previous = {e["item_id"]: e for e in prev_evidence if e["snapshot"] == previous}
     valid = [it for it in items.values() if it["valid_to"] is None]
-    texts = _sentence_texts(workdir, snapshot, {it["page_id"] for it in valid})
+    texts = sentence_texts(workdir, snapshot, {it["page_id"] for it in valid})
     for it in valid:
         kind = it["kind"]
         ev = at_previous.get(it["item_id"])
@@ -467,11 +431,9 @@ def _add_new(
 
 
 def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: LedgerSummary) -> None:
-    """Write the new ledger state into a temp dir and swap it in atomically (the state at
-    ``out`` is never missing, see :func:`~pipeline.storage.publish_dir`)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    """Write the new ledger state and swap it in atomically."""
+
+    def write(tmp: Path) -> None:
         ordered = sorted(items.values(), key=lambda r: (r["created_snapshot"], r["item_id"]))
         write_parquet_atomic(
             pa.Table.from_pylist(ordered, schema=ITEMS_SCHEMA),
@@ -479,21 +441,18 @@ def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: Led
             table_name="ledger_items",
             schema_version=SCHEMA_VERSION,
         )
-        evidence = sorted(evidence, key=lambda r: (r["snapshot"], r["item_id"]))
         write_parquet_atomic(
-            pa.Table.from_pylist(evidence, schema=EVIDENCE_SCHEMA),
+            pa.Table.from_pylist(
+                sorted(evidence, key=lambda r: (r["snapshot"], r["item_id"])),
+                schema=EVIDENCE_SCHEMA,
+            ),
             tmp / "evidence.parquet",
             table_name="ledger_evidence",
             schema_version=SCHEMA_VERSION,
         )
         write_json_atomic(tmp / "state.json", asdict(summary))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = out.with_name(f".{out.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if publish_dir(tmp, out, old):
-        shutil.rmtree(old, ignore_errors=True)
+
+    publish_state_dir(out, write)
 
 
 def facts_at(

@@ -7,12 +7,14 @@ of that snapshot. Files:
 - ``qa.parquet``, ``dialogue.parquet`` (one row per turn; turns whose evidence changed stay as
   context with ``evaluate = false``), ``quadruples.parquet`` (current and superseded facts,
   with valid and transaction time), ``sentence_labels.parquet`` (the labels that maintained
-  it), ``retired.parquet`` (items that left at this snapshot, with the reason);
+  it), ``retired.parquet`` (items that left at this snapshot, with the reason),
+  ``temporal_qa.parquet``, ``timelines.parquet``, ``relations.parquet`` (the temporal layer,
+  :mod:`pipeline.temporal.tables`);
 - ``manifest.json``: release id and revision, snapshot, previous release, config and its hash,
   model ids, prompt hashes, row counts in the layout of GrowOVER Tables 13/14, sha256 of every
   file, schema version;
-- ``README.md`` (dataset card with the statistics) and ``growth.png`` (items per type across
-  releases).
+- ``README.md`` (dataset card with the statistics), ``growth.png`` (items per type across
+  releases) and ``timeline.png`` (dated facts of a few entities, when any fact is dated).
 
 Written into a temporary directory and swapped into place in one atomic step, under the
 workdir's release lock (``<workdir>/locks/release.lock``): a second writer waits. An existing
@@ -47,7 +49,7 @@ from pipeline.errors import WikidriftError
 from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
 from pipeline.ledger import ledger_dir, read_evidence, read_items, read_ledger_summary
 from pipeline.redact import redact_config, redact_value
-from pipeline.snapshot import read_table
+from pipeline.snapshot import read_table, sentence_texts
 from pipeline.storage import (
     file_sha256,
     publish_dir,
@@ -57,11 +59,26 @@ from pipeline.storage import (
     write_parquet_atomic,
     write_text_atomic,
 )
+from pipeline.temporal.checks import temporal_problems
+from pipeline.temporal.figure import write_timeline_plot
+from pipeline.temporal.stage import temporal_dir
+from pipeline.temporal.tables import TEMPORAL_SCHEMAS, temporal_tables
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-DATA_FILES = ("qa", "dialogue", "quadruples", "sentence_labels", "retired")
+# v2: the temporal tables (temporal_qa, timelines, relations); v1 releases have none.
+SCHEMA_VERSION = 2
+DATA_FILES = (
+    "qa",
+    "dialogue",
+    "quadruples",
+    "sentence_labels",
+    "retired",
+    "temporal_qa",
+    "timelines",
+    "relations",
+)
+V1_FILES = DATA_FILES[:5]
 
 QA_SCHEMA = pa.schema(
     [
@@ -141,6 +158,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "quadruples": QUADRUPLES_SCHEMA,
     "sentence_labels": LABELS_SCHEMA,
     "retired": RETIRED_SCHEMA,
+    **TEMPORAL_SCHEMAS,
 }
 
 
@@ -218,7 +236,9 @@ def _previous_snapshot(workdir: Path, snapshot: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- tables
-def _release_tables(workdir: Path, snapshot: str) -> dict[str, pa.Table]:
+def release_item_tables(workdir: str | Path, snapshot: str) -> dict[str, pa.Table]:
+    """The ledger's items as of ``snapshot`` in the release layout: ``qa``, ``dialogue``,
+    ``quadruples`` (current and superseded) and ``retired``."""
     items = read_items(workdir, snapshot).to_pylist()
     evidence = read_evidence(workdir, snapshot).to_pylist()
     latest: dict[str, dict] = {}
@@ -364,7 +384,7 @@ def _counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
     qcounts["current"] = current.num_rows
     qcounts["superseded"] = quads.num_rows - current.num_rows
     labels = Counter(tables["sentence_labels"]["label"].to_pylist())
-    return {
+    counts = {
         "qa": _type_counts(tables["qa"], retired.get("qa", 0)),
         "dialogue_turns": _type_counts(evaluated, retired.get("dialogue_turn", 0))
         | {"context_only": dialogue.num_rows - evaluated.num_rows},
@@ -372,14 +392,47 @@ def _counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
         "quadruples": qcounts,
         "sentence_labels": dict(sorted(labels.items())),
     }
+    if "temporal_qa" in tables:
+        counts |= _temporal_counts(tables)
+    return counts
+
+
+def _temporal_counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
+    qa, timelines, relations = tables["temporal_qa"], tables["timelines"], tables["relations"]
+    categories = Counter(qa["category"].to_pylist())
+    types = Counter(qa["type"].to_pylist())
+    sources = Counter(
+        dict(
+            zip(timelines["question_id"].to_pylist(), timelines["source"].to_pylist(), strict=True)
+        ).values()
+    )
+    kinds = Counter(relations["type"].to_pylist())
+    return {
+        "temporal_qa": {c: categories.get(c, 0) for c in ("C1", "C2", "C3")}
+        | {
+            "new": types.get("new", 0),
+            "unchanged": types.get("unchanged", 0),
+            "total": qa.num_rows,
+        },
+        "timelines": {
+            "questions": sum(sources.values()),
+            "qa_chain": sources.get("qa_chain", 0),
+            "fact_chain": sources.get("fact_chain", 0),
+            "intervals": timelines.num_rows,
+        },
+        "relations": {k: kinds.get(k, 0) for k in ("updates", "contradicts", "supports")}
+        | {"total": relations.num_rows},
+    }
 
 
 # --------------------------------------------------------------------------- build
 def _inputs_digest(workdir: Path, snapshot: str, config_hash: str) -> str:
-    h = hashlib.sha256(config_hash.encode())
+    h = hashlib.sha256(f"v{SCHEMA_VERSION}:{config_hash}".encode())
     h.update(read_ledger_summary(workdir, snapshot).inputs_digest.encode())
     for name in ("items.parquet", "evidence.parquet"):
         h.update(file_sha256(ledger_dir(workdir, snapshot) / name).encode())
+    questions = temporal_dir(workdir, snapshot) / "questions.parquet"
+    h.update(file_sha256(questions).encode() if questions.exists() else b"no questions")
     return h.hexdigest()[:16]
 
 
@@ -469,12 +522,13 @@ def _build_release(
         )
     previous = _previous_snapshot(workdir, snapshot)
     prev_release = previous if previous in list_releases(workdir) else None
-    tables = _release_tables(workdir, snapshot)
+    tables = release_item_tables(workdir, snapshot)
     tables["sentence_labels"] = (
         read_labels(workdir, previous, snapshot).cast(LABELS_SCHEMA)
         if previous is not None
         else _initial_labels(workdir, snapshot)
     )
+    tables |= temporal_tables(workdir, snapshot, tables["quadruples"])
     labeling_rule = "initial"
     if previous is not None:
         settings = read_label_summary(workdir, previous, snapshot).settings
@@ -517,7 +571,9 @@ def _build_release(
             )
         history = [read_manifest(workdir, s) for s in list_releases(workdir) if s < snapshot]
         _write_growth_plot(tmp / "growth.png", [*history, manifest])
-        write_text_atomic(tmp / "README.md", dataset_card(manifest, history))
+        figure = write_timeline_plot(tmp / "timeline.png", tables["quadruples"])
+        card = dataset_card(manifest, history, timeline_figure=figure)
+        write_text_atomic(tmp / "README.md", card)
         manifest.files = {
             p.name: {
                 "sha256": file_sha256(p),
@@ -637,7 +693,42 @@ def _stats_table(manifests: list[ReleaseManifest], key: str) -> str:
     return "\n".join(lines)
 
 
-def dataset_card(manifest: ReleaseManifest, history: list[ReleaseManifest]) -> str:
+def _temporal_section(manifests: list[ReleaseManifest], timeline_figure: bool) -> str:
+    with_tables = [m for m in manifests if "temporal_qa" in m.counts]
+    lines = [
+        "| Release | C1 | C2 | C3 | New | Total | Timeline questions | Intervals |"
+        " Updates | Contradicts | Supports |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in with_tables:
+        t, tl, r = m.counts["temporal_qa"], m.counts["timelines"], m.counts["relations"]
+        lines.append(
+            f"| {m.snapshot} | {t['C1']:,} | {t['C2']:,} | {t['C3']:,} | {t['new']:,} | "
+            f"{t['total']:,} | {tl['questions']:,} | {tl['intervals']:,} | {r['updates']:,} | "
+            f"{r['contradicts']:,} | {r['supports']:,} |"
+        )
+    figure = "\n\n![timelines](timeline.png)" if timeline_figure else ""
+    return (
+        "## Temporal layer\n\n"
+        + "\n".join(lines)
+        + """
+
+`temporal_qa.parquet`: Chronos-style questions over the quadruples, answers chosen from the
+data (the LLM only phrases the question): C1 one dated fact; C2 every object of one subject
+and relation over a time span (`answer_mode = "all"`); C3 two facts of different subjects
+joined through a shared entity. `as_of` is the date or ISO interval the question names;
+`valid_from` / `valid_to` when its answer holds. `timelines.parquet`: questions re-asked at
+every release, one row per interval with the answer valid then (changed QA pairs and
+supersession chains). `relations.parquet`: edges newer -> older between sentences and
+quadruples, typed `updates`, `contradicts` (confirmed by the contradiction check) or
+`supports`."""
+        + figure
+    )
+
+
+def dataset_card(
+    manifest: ReleaseManifest, history: list[ReleaseManifest], *, timeline_figure: bool = False
+) -> str:
     """The release's README.md: what it is, statistics across releases, how to load it."""
     all_releases = [*history, manifest]
     q = manifest.counts["quadruples"]
@@ -674,11 +765,14 @@ Current facts: {q["current"]:,}; superseded (kept with their validity interval):
 
 ![growth](growth.png)
 
+{_temporal_section(all_releases, timeline_figure)}
+
 ## Files
 
 `qa.parquet`, `dialogue.parquet`, `quadruples.parquet`, `sentence_labels.parquet` (the
 sentence labels that maintained this release), `retired.parquet` (items that left here, with
-the reason); `manifest.json` lists every file with its sha256 (`wikidrift verify`).
+the reason), `temporal_qa.parquet`, `timelines.parquet`, `relations.parquet`;
+`manifest.json` lists every file with its sha256 (`wikidrift verify`).
 
 Labeling rule: `{manifest.labeling_rule}`. Config hash: `{manifest.config_hash}`. Models:
 `{json.dumps(manifest.models, sort_keys=True)}`.
@@ -742,6 +836,40 @@ def release_diff(workdir: str | Path, a: str, b: str) -> dict[str, dict[str, Any
                 sorted(Counter(retired_reason.get(i, "unknown") for i in gone).items())
             ),
         }
+    if all(read_manifest(workdir, s).schema_version >= 2 for s in (a, b)):
+        out |= _temporal_diff(workdir, a, b)
+    return out
+
+
+_TEMPORAL_IDS = {
+    "temporal_qa": "question_id",
+    "timelines": "question_id",
+    "relations": "relation_id",
+}
+
+
+def _temporal_diff(workdir: Path, a: str, b: str) -> dict[str, dict[str, Any]]:
+    """Temporal questions, timeline questions and relations added / kept / gone between two
+    releases; a question leaves when one of its facts left (``fact_gone``) or the facts no
+    longer give its answer (``answer_changed``)."""
+    facts_b = set(read_release_table(workdir, b, "quadruples")["item_id"].to_pylist())
+    out = {}
+    for name, column in _TEMPORAL_IDS.items():
+        ta, tb = read_release_table(workdir, a, name), read_release_table(workdir, b, name)
+        ids_a, ids_b = set(ta[column].to_pylist()), set(tb[column].to_pylist())
+        gone = ids_a - ids_b
+        reasons: Counter[str] = Counter()
+        if name == "temporal_qa":
+            for r in ta.to_pylist():
+                if r["question_id"] in gone:
+                    lost = any(i not in facts_b for i in r["quadruple_ids"])
+                    reasons["fact_gone" if lost else "answer_changed"] += 1
+        out[name] = {
+            "added": len(ids_b - ids_a),
+            "kept": len(ids_a & ids_b),
+            "retired": len(gone),
+            "retired_by_reason": dict(sorted(reasons.items())),
+        }
     return out
 
 
@@ -795,7 +923,9 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
     if problems:
         return header + problems  # tables cannot be trusted past a checksum failure
     tables: dict[str, pa.Table] = {}
-    for name, schema in SCHEMAS.items():
+    names = V1_FILES if manifest.schema_version == 1 else DATA_FILES
+    for name in names:
+        schema = SCHEMAS[name]
         try:
             tables[name] = read_release_table(workdir, snapshot, name)
         except Exception as exc:  # noqa: BLE001 - report every unreadable table, keep going
@@ -803,13 +933,16 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
             continue
         if not tables[name].schema.remove_metadata().equals(schema):
             problems.append(
-                f"{out / (name + '.parquet')}: columns differ from schema v{SCHEMA_VERSION}"
+                f"{out / (name + '.parquet')}: columns differ from schema "
+                f"v{manifest.schema_version}"
             )
     if problems:
         return header + problems
     if _counts(tables) != manifest.counts:
         problems.append(f"{out / 'manifest.json'}: counts do not match the tables")
     problems += _check_against_ledger(workdir, snapshot, tables)
+    if "temporal_qa" in tables:
+        problems += temporal_problems(workdir, snapshot, tables)
 
     # Ledger invariant: whatever was valid in the previous release is here or retired here.
     if previous:
@@ -852,19 +985,11 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
     by_snapshot: dict[str, set[int]] = {}
     for _, snap, page, _, _ in checks:
         by_snapshot.setdefault(snap, set()).add(page)
-    texts: dict[tuple[str, int, int], str] = {}
-    for snap, pages in by_snapshot.items():
-        s = read_table(
-            workdir,
-            snap,
-            "sentences",
-            page_ids=sorted(pages),
-            columns=["page_id", "sent_idx", "text"],
-        )
-        for p, i, txt in zip(
-            s["page_id"].to_pylist(), s["sent_idx"].to_pylist(), s["text"].to_pylist(), strict=True
-        ):
-            texts[(snap, p, i)] = txt
+    texts = {
+        (snap, p, i): txt
+        for snap, pages in by_snapshot.items()
+        for (p, i), txt in sentence_texts(workdir, snap, pages).items()
+    }
     for label, snap, page, idx, text in checks:
         if not idx:
             problems.append(f"{label}: no evidence indices")
@@ -880,7 +1005,12 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
     return header + problems
 
 
-_LEDGER_ID_COLUMNS = {"qa": "item_id", "dialogue": "turn_id", "quadruples": "item_id"}
+_LEDGER_ID_COLUMNS = {
+    "dialogue": ("turn_id",),
+    "temporal_qa": ("question_id",),
+    "timelines": ("question_id", "interval_idx"),
+    "relations": ("relation_id",),
+}
 
 
 def _check_against_ledger(workdir: Path, snapshot: str, tables: dict[str, pa.Table]) -> list[str]:
@@ -888,15 +1018,21 @@ def _check_against_ledger(workdir: Path, snapshot: str, tables: dict[str, pa.Tab
     tables from the ledger and compare them row by row (a deleted or edited ledger row, or a
     release table edited to match, shows up here)."""
     try:
-        expected = _release_tables(workdir, snapshot)
+        expected = release_item_tables(workdir, snapshot)
+        if "temporal_qa" in tables:
+            expected |= temporal_tables(workdir, snapshot, expected["quadruples"])
     except Exception as exc:  # noqa: BLE001 - an unreadable ledger is a finding, not a crash
         return [f"{ledger_dir(workdir, snapshot)}: the ledger cannot be read ({exc})"]
     problems: list[str] = []
     where = ledger_dir(workdir, snapshot)
     for name, table in expected.items():
-        id_col = _LEDGER_ID_COLUMNS.get(name, "item_id")
-        want = {r[id_col]: r for r in table.to_pylist()}
-        have = {r[id_col]: r for r in tables[name].to_pylist()}
+        id_cols = _LEDGER_ID_COLUMNS.get(name, ("item_id",))
+
+        def key(r: dict, id_cols: tuple[str, ...] = id_cols) -> str:
+            return ":".join(str(r[c]) for c in id_cols)
+
+        want = {key(r): r for r in table.to_pylist()}
+        have = {key(r): r for r in tables[name].to_pylist()}
         missing = sorted(set(have) - set(want))
         extra = sorted(set(want) - set(have))
         differ = sorted(i for i in set(want) & set(have) if want[i] != have[i])
@@ -934,11 +1070,21 @@ def run_summary(workdir: str | Path, snapshots: list[str]) -> str:
                 f"{manifest.release_id if i == 0 else '':<{width}}{name:<16}{c['new']:>7}"
                 f"{c['changed']:>9}{c['unchanged']:>11}{c['deleted']:>9}{c['total']:>8}"
             )
+    for manifest in manifests:
+        if "temporal_qa" in manifest.counts:
+            t, tl = manifest.counts["temporal_qa"], manifest.counts["timelines"]
+            r = manifest.counts["relations"]
+            lines.append(
+                f"{manifest.release_id}: temporal questions C1={t['C1']} C2={t['C2']} "
+                f"C3={t['C3']}, timeline questions={tl['questions']} "
+                f"({tl['intervals']} intervals), relations updates={r['updates']} "
+                f"contradicts={r['contradicts']} supports={r['supports']}"
+            )
     last = release_dir(workdir, snapshots[-1])
     lines += [
         "",
         f"releases: {releases_root(workdir)}/<date>/ (qa, dialogue, quadruples, sentence_labels,"
-        " retired .parquet; manifest.json; README.md dataset card)",
+        " retired, temporal_qa, timelines, relations .parquet; manifest.json; README.md)",
         f"growth plot: {last / 'growth.png'}",
         f"load: python -c \"import pandas as pd; print(pd.read_parquet('{last / 'qa.parquet'}'))\"",
         f"   or: wikidrift export-hf --release {snapshots[-1]} --workdir {workdir} --out hf/ "

@@ -157,6 +157,28 @@ def read_table(
     )
 
 
+def sentence_texts(
+    workdir: str | Path, snapshot_date: date | str, page_ids: Iterable[int]
+) -> dict[tuple[int, int], str]:
+    """``(page_id, sent_idx) -> text`` of some pages of a snapshot."""
+    table = read_table(
+        workdir,
+        snapshot_date,
+        "sentences",
+        page_ids=sorted(set(page_ids)),
+        columns=["page_id", "sent_idx", "text"],
+    )
+    return {
+        (p, i): t
+        for p, i, t in zip(
+            table["page_id"].to_pylist(),
+            table["sent_idx"].to_pylist(),
+            table["text"].to_pylist(),
+            strict=True,
+        )
+    }
+
+
 def selection_digest(selection: ArticleSelection) -> str:
     """A short stable hash of an article selection (resume only continues the same request)."""
     blob = json.dumps(

@@ -14,9 +14,11 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -338,3 +340,58 @@ def publish_dir(tmp: Path, out: Path, old: Path) -> bool:
             raise
     _fsync_dir(out.parent)
     return True
+
+
+def recover_state_dirs(root: Path) -> list[str]:
+    """Repair what a killed update of a ``<root>/<snapshot>/`` state folder left (call under
+    the stage's lock); returns one line per repair. A state moved aside (``.<snapshot>.old``)
+    but not replaced is put back; every other hidden folder (an unfinished update, or a
+    replaced state) is deleted."""
+    if not root.is_dir():
+        return []
+    done: list[str] = []
+    for p in sorted(root.iterdir()):
+        if not (p.name.startswith(".") and p.is_dir()):
+            continue
+        snap = p.name[1:].split(".", 1)[0]
+        out = root / snap
+        if p.name == f".{snap}.old" and not out.exists() and (p / "state.json").exists():
+            p.rename(out)
+            done.append(f"restored the state of {snap}")
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            done.append(f"removed the leftover temp folder {p.name}")
+    return done
+
+
+def publish_state_dir(out: Path, write: Callable[[Path], None]) -> None:
+    """Write a stage's ``<root>/<snapshot>/`` state folder: ``write(tmp)`` fills a hidden temp
+    folder beside ``out``, which is then swapped in (``out`` is never missing, see
+    :func:`publish_dir`); a failure while writing leaves nothing behind."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        write(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = out.with_name(f".{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if publish_dir(tmp, out, old):
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def enable_wal(conn: sqlite3.Connection, wait_s: float = 30.0) -> None:
+    """Put a SQLite database in WAL mode. Switching takes an exclusive lock and SQLite does
+    not always wait for it (another process opening the same cache got "database is locked"),
+    so an already-WAL database is left alone and a busy switch is retried until ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

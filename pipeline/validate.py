@@ -266,7 +266,7 @@ def _stem(token: str) -> str:
     return token
 
 
-def _content_words(text: str) -> list[str]:
+def content_words(text: str) -> list[str]:
     """Distinct content words of ``text`` (stems, numbers as normalized), in order."""
     tokens = normalize_answer(text).split()
     words = (_stem(t) for t in tokens if _is_number(t) or (len(t) >= 3 and t not in _STOPWORDS))
@@ -299,10 +299,10 @@ def _about_evidence(question: str, sources: Sequence[str], min_share: float) -> 
     least ``min_share`` of its content words (and at least one) must come from them. A
     question that brings in its own names ("... at the time of the merger?") is about
     something the evidence does not say."""
-    words = _content_words(question)
+    words = content_words(question)
     if not words:
         return "no content word in the question"
-    pool = {w for s in sources for w in _content_words(s)}
+    pool = {w for s in sources for w in content_words(s)}
     foreign = [w for w in words if not _found(w, pool)]
     if len(foreign) < len(words) and len(words) - len(foreign) >= min_share * len(words):
         return ""
@@ -330,12 +330,12 @@ def _choice_options(question: str) -> list[set[str]]:
     if re.search(r",\s+or\b", question, re.IGNORECASE):
         for clause in re.split(r",\s+or\b", question, flags=re.IGNORECASE)[:-1]:
             last = clause.rsplit(",", 1)[-1]
-            if option := set(_content_words(last)):
+            if option := set(content_words(last)):
                 options.append(option)
     return options
 
 
-def _gives_answer_away(question: str, answer: str) -> str:
+def gives_answer_away(question: str, answer: str) -> str:
     """Why the question alone reveals the answer, or "" when it does not.
 
     The whole answer string inside the question is ``answer_in_question``; this catches the
@@ -343,10 +343,10 @@ def _gives_answer_away(question: str, answer: str) -> str:
     as one of the alternatives of an "X or Y" question (an alternative holding at least half
     of the answer's content words), or two thirds of a longer answer's words in the question.
     """
-    words = set(_content_words(answer))
+    words = set(content_words(answer))
     if not words:
         return ""
-    asked = set(_content_words(question))
+    asked = set(content_words(question))
     if words <= asked:
         return f"every word of {answer!r} is in the question"
     for option in _choice_options(question):
@@ -366,7 +366,7 @@ def _repeated_turns(turns: Sequence[DialogueTurn]) -> str:
     then each must bring a different detail."""
     seen: list[tuple[int, set[str]]] = []
     for t in turns:
-        words = set(_content_words(t.expert))
+        words = set(content_words(t.expert))
         for idx, earlier in seen:
             shared = len(words & earlier)
             if words and earlier and shared >= 0.8 * max(len(words), len(earlier)):
@@ -395,12 +395,12 @@ def supporting_sentence(
     neighbour."""
     if cited not in candidates or not _turn_support(expert, candidates[cited], title, min_share):
         return cited
-    words = _content_words(expert)
+    words = content_words(expert)
     best, best_shared = cited, -1
     for idx, text in candidates.items():
         if idx == cited or _turn_support(expert, text, title, min_share):
             continue
-        shared = sum(_found(w, _content_words(text)) for w in words)
+        shared = sum(_found(w, content_words(text)) for w in words)
         if shared > best_shared:
             best, best_shared = idx, shared
     return best
@@ -425,9 +425,9 @@ def _turn_support(expert: str, sentence: str, title: str, min_share: float) -> s
     sentence lacks are neutral (the utterance may name the entity the sentence calls "he").
     """
     # "one" as a pronoun ("one of the founders") is not a claim about the number 1
-    words = _content_words(re.sub(r"\bone\b", " ", expert, flags=re.IGNORECASE))
-    sent = _content_words(sentence)
-    title_words = _content_words(title)
+    words = content_words(re.sub(r"\bone\b", " ", expert, flags=re.IGNORECASE))
+    sent = content_words(sentence)
+    title_words = content_words(title)
     missing = [w for w in words if _is_number(w) and w not in sent and w not in title_words]
     if missing:
         return f"number {', '.join(missing)} not in its sentence"
@@ -496,7 +496,7 @@ def _latin(char: str) -> bool:
     return unicodedata.name(char, "").startswith("LATIN")
 
 
-def _date_in_text(iso: str, text: str) -> bool:
+def date_in_text(iso: str, text: str) -> bool:
     """Every part of an ISO timestamp is written in ``text``: the year, the month's name (or
     the ISO form itself) and the day, so a model cannot pad "2013" to "2013-01-01"."""
     if iso in text:
@@ -705,7 +705,7 @@ class ItemValidator:
         yes_no = normalize_answer(answer) in _YES_NO
         in_question = contains_normalized(answer, question)
         # only asked when the whole answer is not in the question, so one detail per item
-        away = "" if in_question else _gives_answer_away(question, answer)
+        away = "" if in_question else gives_answer_away(question, answer)
         return [
             Check(
                 "answer_too_long",
@@ -843,7 +843,7 @@ class ItemValidator:
         ts = quad.timestamp
         valid_ts = ts is None or is_iso_timestamp(ts)
         checks.append(Check("bad_timestamp", valid_ts, "" if valid_ts else repr(ts)))
-        dated = ts is None or not valid_ts or _date_in_text(ts, quad.evidence_text)
+        dated = ts is None or not valid_ts or date_in_text(ts, quad.evidence_text)
         checks.append(Check("timestamp_not_in_evidence", dated, "" if dated else ts or ""))
         n_rel = len(quad.relation.split())
         checks.append(

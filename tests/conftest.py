@@ -105,13 +105,14 @@ STAGE_DATES = ("2024-01-01", "2024-06-01", "2025-01-01")
 
 
 def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None:
-    """Label, generate, maintain the ledger and release every date, the way the monthly flow
-    does, with the offline profile and the given LLM backend."""
+    """Label, generate, maintain the ledger, phrase the temporal questions and release every
+    date, the way the monthly flow does, with the offline profile and the given LLM backend."""
     from pipeline.config import load_config
     from pipeline.generate.stage import generate_items
     from pipeline.labeling import label_snapshots, make_labeler
     from pipeline.ledger import update_ledger
     from pipeline.release import build_release, manifest_config
+    from pipeline.temporal.stage import phrase_temporal_questions
 
     cfg = load_config(profile="offline")
     previous = None
@@ -127,6 +128,7 @@ def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None
             cfg=cfg.generation,
         )
         update_ledger(workdir, snap, previous)
+        phrase_temporal_questions(workdir, snap, backend)
         build_release(workdir, snap, config=manifest_config(cfg), config_hash=cfg.stable_hash())
         previous = snap
 

@@ -13,6 +13,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 
+from pipeline.ledger import normalize_key
 from pipeline.models.llm.base import LLMRequest
 
 _SENTENCE = re.compile(r"^\[(\d+)\] (.+)$", re.MULTILINE)
@@ -83,6 +84,20 @@ def _object_of(sentence: str, title: str) -> str | None:
     return max(words, key=len) if words else None
 
 
+def _two_names(sentence: str, title: str) -> tuple[str, str] | None:
+    """The first two different names of ``sentence`` outside the title (not months)."""
+    title_words = set(title.lower().split())
+    months = _MONTHS.split("|")
+    names = [
+        n
+        for n in dict.fromkeys(_NAME.findall(sentence))
+        if not set(n.lower().split()) & title_words
+        and len(n.split()) <= 4
+        and not any(w in months for w in n.split())
+    ]
+    return (names[0], names[1]) if len(names) >= 2 else None
+
+
 def _words(text: str) -> list[str]:
     stripped = (
         w.strip(".,;:()\"'").removesuffix("'s").removesuffix("\u2019s") for w in text.split()
@@ -109,7 +124,9 @@ def _tag(text: str) -> str:
 
 
 def good_answer(request: LLMRequest) -> str:
-    """A correct answer for any of the generation / contradiction prompts."""
+    """A correct answer for any of the generation / contradiction / temporal prompts."""
+    if request.purpose == "temporal_question":
+        return json.dumps({"question": _temporal_question(request)})
     title = title_of(request)
     sents = numbered(request)
     if request.purpose in ("qa_initial", "qa_new"):
@@ -163,6 +180,18 @@ def good_answer(request: LLMRequest) -> str:
             name = _object_of(t, title)
             if name is None:
                 continue
+            pair = _two_names(t, title)
+            if pair and (dates or years):
+                # a fact between two other entities: C3 questions join facts through them
+                quads.append(
+                    {
+                        "subject": pair[0],
+                        "relation": "appeared with",
+                        "object": pair[1],
+                        "timestamp": (dates or years)[0],
+                        "sentence": i,
+                    }
+                )
             if dates:
                 quads.append(
                     {
@@ -194,6 +223,34 @@ def good_answer(request: LLMRequest) -> str:
         differs = _YEAR.findall(old) != _YEAR.findall(new)
         return json.dumps({"contradicts": differs, "reason": "years differ" if differs else "same"})
     raise AssertionError(f"unexpected purpose {request.purpose}")
+
+
+def _temporal_input(request: LLMRequest) -> tuple[list[list[str]], str, str]:
+    """(facts as [subject, relation, object, when], answer, time) of a temporal request."""
+    real = user_text(request)
+    facts = [
+        [p.strip() for p in line.split(". ", 1)[1].split("|")]
+        for line in real.splitlines()
+        if re.match(r"^\d+\. ", line)
+    ]
+    answer = re.search(r"^ANSWER: (.*)$", real, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    time = re.search(r"^TIME: (.*)$", real, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    return facts, answer, time
+
+
+def _temporal_question(request: LLMRequest) -> str:
+    facts, _, time = _temporal_input(request)
+    (s1, r1, o1, _), *rest = facts
+    if time == "now":
+        return f"What does {s1} {r1} now?"
+    if rest and "links" in line_after(request, "KIND:"):
+        s2, r2, o2, _ = rest[0]
+        if normalize_key(o1) == normalize_key(s2):  # bridge: name the two outer entities
+            return f"Which entity that {s1} {r1} also {r2} {o2}, {time}?"
+        return f"Which entity did both {s1} and {s2} relate to, {time}?"
+    if rest:
+        return f"Which values did {s1} have for {r1} {time}?"
+    return f"Which value did {s1} have for {r1} {time}?"
 
 
 # ---- bad answers ---------------------------------------------------------------------------
@@ -431,6 +488,28 @@ class FaultyResponder:
                 self.injected.append((request.purpose, fault))
                 return make(fault, request)
         return good_answer(request)
+
+
+TEMPORAL_FAULTS = ["leak", "no_time", "dated_now", "no_json"]
+TEMPORAL_REASONS = {
+    "leak": "answer_leaked",
+    "no_time": "time_not_named",
+    "dated_now": "names_a_time",
+    "no_json": "no_usable_answer",
+}
+
+
+def temporal_fault(kind: str, request: LLMRequest) -> str:
+    """A bad phrasing of one kind (``names_a_time`` needs a timeline request, the others
+    a dated one)."""
+    facts, answer, time = _temporal_input(request)
+    subject, relation = facts[0][0], facts[0][1]
+    question = {
+        "leak": f"Is it true that {subject} {relation} {answer.split('; ')[0]} {time}?",
+        "no_time": f"Which value did {subject} have for {relation}?",
+        "dated_now": f"What did {subject} {relation} in 1999?",
+    }.get(kind)
+    return "I cannot phrase that." if question is None else json.dumps({"question": question})
 
 
 def expected_reason(purpose: str, fault: str) -> str:

@@ -120,3 +120,92 @@ def test_export_redacts_a_release_written_before_redaction(
     assert exported["config"]["llm"]["base_url"] == "https://llm.example/v1"
     assert exported["models"]["generator"] == "<local>/q.gguf"
     assert exported["files"] == manifest["files"]
+
+
+def test_export_carries_top3_passages(released_workdir: Path, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from pipeline.evaluate.corpus import build_corpus
+
+    out = export_hf(released_workdir, B, tmp_path / "hf")
+    corpus = {p.passage_id: p for p in build_corpus(released_workdir, B)}
+    for config in ("qa", "dialogue"):
+        table = pq.read_table(out / config / f"{split_name(B)}.parquet")
+        assert table.num_rows == read_release_table(released_workdir, B, config).num_rows
+        for column in ("bm25_top3", "dense_top3"):
+            lists = table.column(column).to_pylist()
+            assert all(1 <= len(hits) <= 3 for hits in lists), column
+            for hits in lists:
+                scores = [h["score"] for h in hits]
+                assert scores == sorted(scores, reverse=True)
+                for h in hits:
+                    passage = corpus[h["passage_id"]]
+                    assert h["text"] == passage.text and h["snapshot"] == passage.last_seen
+    qa = pq.read_table(out / "qa" / f"{split_name(B)}.parquet").to_pylist()
+    # the scripted questions are generic, yet BM25's top 3 often holds the evidence
+    found = sum(
+        any(r["evidence_text"] in h["text"] for h in r["bm25_top3"])
+        for r in qa
+        if r["evidence_text"]
+    )
+    assert found >= 0.4 * len(qa)
+    assert "## Evaluating with lm-evaluation-harness" in (out / "README.md").read_text()
+
+
+def test_lm_eval_task_yamls(released_workdir: Path, tmp_path: Path, monkeypatch) -> None:
+    """The task YAMLs load and run with lm-evaluation-harness when it is installed; without
+    it they are checked against the keys and values its task config needs."""
+    import yaml
+
+    out = export_hf(released_workdir, B, tmp_path / "hf")
+    folder = out / "lm_eval"
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    configs = ("qa", "dialogue", "temporal_qa", "timelines")
+    expected = ["wikidrift_" + c for c in configs if (out / c).is_dir()]
+    expected += [f"wikidrift_{c}_{r}" for c in ("qa", "dialogue") for r in ("bm25", "dense")]
+    assert names == sorted(expected)
+    loader = type("Loader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!function", lambda ld, node: ("function", ld.construct_scalar(node)))
+    for name in names:
+        task = yaml.load((folder / f"{name}.yaml").read_text(), Loader=loader)
+        assert task["task"] == name and task["output_type"] == "generate_until"
+        assert task["test_split"] == split_name(B) and task["dataset_path"] == "parquet"
+        (data,) = task["dataset_kwargs"]["data_files"].values()
+        assert (out / data).exists() and not Path(data).is_absolute()
+        assert {"doc_to_text", "doc_to_target", "generation_kwargs", "metric_list"} <= set(task)
+    lm_eval = pytest.importorskip("lm_eval", reason="lm-evaluation-harness is not installed")
+    from lm_eval.api.model import LM
+    from lm_eval.tasks import TaskManager
+
+    qa_rows = read_release_table(released_workdir, B, "qa").to_pylist()
+
+    class Oracle(LM):
+        """Answers each QA prompt with its gold answer, anything else with 'no idea'."""
+
+        def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: ANN001
+            out = []
+            for request in requests:
+                prompt = request.arguments[0]
+                hit = [r["answer"] for r in qa_rows if f"Question: {r['question']}\n" in prompt]
+                out.append(hit[-1] if hit else "no idea")
+            return out
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: ANN001
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):  # noqa: ANN001
+            raise NotImplementedError
+
+    monkeypatch.chdir(out)  # the tasks read the export by paths relative to it
+    results = lm_eval.simple_evaluate(
+        model=Oracle(),
+        tasks=["wikidrift_qa_bm25", "wikidrift_dialogue"],
+        task_manager=TaskManager(include_path="lm_eval", include_defaults=False),
+    )
+    qa = results["results"]["wikidrift_qa_bm25"]
+    assert qa["exact_match,none"] == pytest.approx(1.0)
+    dialogue_turns = [
+        r for r in read_release_table(released_workdir, B, "dialogue").to_pylist() if r["evaluate"]
+    ]
+    assert results["n-samples"]["wikidrift_dialogue"]["effective"] == len(dialogue_turns)
+    assert results["results"]["wikidrift_dialogue"]["bleu,none"] < 5

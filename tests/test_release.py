@@ -13,6 +13,7 @@ from pipeline.cli import main
 from pipeline.config import load_config
 from pipeline.errors import WikidriftError
 from pipeline.release import (
+    SCHEMA_VERSION,
     SCHEMAS,
     build_release,
     list_releases,
@@ -34,11 +35,12 @@ def test_layout_and_manifest(released_workdir: Path) -> None:
     out = release_dir(released_workdir, B)
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
-        ["README.md", "growth.png", "manifest.json"] + [f"{n}.parquet" for n in SCHEMAS]
+        ["README.md", "growth.png", "timeline.png", "manifest.json"]
+        + [f"{n}.parquet" for n in SCHEMAS]
     )
     m = read_manifest(released_workdir, B)
     assert m.release_id == f"wikidrift-{B}" and m.revision == 1 and m.previous_release == A
-    assert m.schema_version == 1 and m.labeling_rule == "fact_guarded"
+    assert m.schema_version == SCHEMA_VERSION == 2 and m.labeling_rule == "fact_guarded"
     assert m.config["profile"] == "offline" and len(m.config_hash) == 16
     assert "workdir" not in m.config
     assert m.models["labeling"]["embedder"] == "packaged:all-MiniLM-L6-v2"
@@ -111,7 +113,7 @@ def test_verify_fails_on_a_tampered_file(released_workdir: Path, tmp_path: Path)
 def _rewrite(workdir: Path, snapshot: str, name: str, table) -> None:
     out = release_dir(workdir, snapshot)
     path = out / f"{name}.parquet"
-    write_parquet_atomic(table, path, table_name=f"release_{name}", schema_version=1)
+    write_parquet_atomic(table, path, table_name=f"release_{name}", schema_version=SCHEMA_VERSION)
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["files"][path.name]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     write_json_atomic(out / "manifest.json", manifest)

@@ -22,12 +22,15 @@ also keeps other web sites from posting here: a cross-origin JSON POST needs a p
 server never grants), 421 a ``Host`` header naming another server (a DNS-rebinding page).
 
 Under load: a listen backlog of :data:`LISTEN_BACKLOG` (a burst of concurrent posts queues
-instead of being reset), and a socket timeout (:data:`IDLE_TIMEOUT_S`) that closes idle or
-stalled connections so they do not hold a thread each.
+instead of being reset), a socket timeout (:data:`IDLE_TIMEOUT_S`) that closes idle or
+stalled connections so they do not hold a thread each, and at most :data:`MAX_CONNECTIONS`
+connections served at once: beyond that a client gets 503 with ``Retry-After`` at once (a
+client trickling one byte just inside the timeout can hold a connection, never the server).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
@@ -70,6 +73,13 @@ MAX_BODY_BYTES = 64 * 1024
 # caps it at net.core.somaxconn (4096 on current Linux).
 LISTEN_BACKLOG = 1024
 IDLE_TIMEOUT_S = 30.0
+# Handler threads at once; annotators are a handful of people, a page makes a few requests.
+MAX_CONNECTIONS = 64
+_BUSY_TEXT = b"too many connections; retry in a second\n"
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_TEXT), _BUSY_TEXT)
+)
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 SHORTCUTS = {"1": "supported", "2": "not_supported", "3": "uncertain", "u": "back", "o": "old"}
 _POST_FIELDS = {"annotator", "task_id", "label", "elapsed_ms"}
@@ -580,6 +590,27 @@ class _Server(ThreadingHTTPServer):
     app: AnnotationApp
     idle_timeout_s: float = IDLE_TIMEOUT_S
 
+    max_connections: int = MAX_CONNECTIONS
+    _slots: threading.BoundedSemaphore | None = None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve in a thread while a slot is free; otherwise answer 503 and hang up."""
+        if self._slots is None:  # only the serving thread gets here
+            self._slots = threading.BoundedSemaphore(self.max_connections)
+        if not self._slots.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            assert self._slots is not None
+            self._slots.release()
+
     def get_request(self) -> tuple[socket.socket, Any]:
         """Accept a connection with a timeout on its socket: a client that goes quiet (idle
         keep-alive, a stalled body) is dropped after ``idle_timeout_s``, freeing its thread."""
@@ -640,6 +671,7 @@ class AnnotationServer:
         host: str = "127.0.0.1",
         port: int = 8765,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         workdir = Path(workdir)
         directory = release_annotations_dir(workdir, release, annotations_root)
@@ -655,6 +687,7 @@ class AnnotationServer:
             raise WikidriftError(f"cannot listen on {host}:{port}: {reason}") from None
         self._httpd.app = self.app
         self._httpd.idle_timeout_s = idle_timeout_s
+        self._httpd.max_connections = max_connections
         self._thread: threading.Thread | None = None
 
     @property

@@ -36,6 +36,8 @@ PROMPT_NAMES = (
     "quadruples",
     "contradiction",
 )
+# Prompts of later stages: not part of the generation stage's prompt hashes.
+TEMPORAL_PROMPT_NAMES = ("temporal_question",)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _SECTION = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.MULTILINE)
@@ -111,6 +113,12 @@ class ContradictionAnswer(_Answer):
     contradicts: bool
 
 
+class TemporalQuestionAnswer(_Answer):
+    """Answer of ``temporal_question``: the question phrased for facts and an answer."""
+
+    question: str
+
+
 ANSWER_MODELS: dict[str, type[BaseModel]] = {
     "qa_initial": QAAnswer,
     "qa_new": QAAnswer,
@@ -119,6 +127,7 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {
     "dialogue": DialogueAnswer,
     "quadruples": QuadruplesAnswer,
     "contradiction": ContradictionAnswer,
+    "temporal_question": TemporalQuestionAnswer,
 }
 
 # Dialogues and quadruple lists are long answers; a QA pair or a verdict is a few dozen tokens.
@@ -130,6 +139,7 @@ MAX_TOKENS: dict[str, int] = {
     "dialogue": 900,
     "quadruples": 900,
     "contradiction": 160,
+    "temporal_question": 96,
 }
 
 

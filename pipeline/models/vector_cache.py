@@ -23,6 +23,8 @@ from typing import Any, Self
 
 import numpy as np
 
+from pipeline.storage import enable_wal
+
 _BUSY_TIMEOUT_MS = 60_000
 # Chunk size for `IN (...)` lookups, capped by the build's host-parameter limit (999 on old
 # SQLite builds, 32766 since 3.32); bigger chunks measured no faster.
@@ -89,7 +91,7 @@ class _SQLiteStore:
             check_same_thread=False,
         )
         conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         # A larger page cache and memory-mapped reads halve bulk lookup time on big caches.
         conn.execute("PRAGMA cache_size=-32768")

@@ -407,3 +407,36 @@ def test_host_header_must_name_this_server(server: AnnotationServer, host: str, 
     else:
         assert status == 421 and "is not this server" in body["error"], (status, body)
         assert http_request("GET", server.url, headers={"Host": "evil.example"})[0] == 421
+
+
+def test_connections_beyond_the_cap_get_503_and_the_server_stays_up(
+    released_workdir: Path, root: Path
+) -> None:
+    """A client trickling one byte just inside the idle timeout holds its connection; the
+    cap keeps such clients from holding every thread."""
+    import socket
+    import time
+
+    with AnnotationServer(
+        released_workdir, RELEASE, annotations_root=root, port=0, max_connections=3
+    ) as srv:
+        port = srv._httpd.server_address[1]
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+        for sock in held:
+            sock.sendall(b"G")  # a request that never finishes
+        time.sleep(0.3)
+        extra = socket.create_connection(("127.0.0.1", port))
+        extra.settimeout(5)
+        answer = extra.recv(200)
+        assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in answer
+        extra.close()
+        for sock in held:
+            sock.close()
+        deadline = time.monotonic() + 5
+        status = None
+        while time.monotonic() < deadline:  # slots free up once the held clients hang up
+            status = http_request("GET", srv.url + "api/info")[0]
+            if status == 200:
+                break
+            time.sleep(0.05)
+        assert status == 200

@@ -13,6 +13,7 @@ from pipeline.generate.prompts import (
     ANSWER_MODELS,
     PROMPT_NAMES,
     PROMPTS_DIR,
+    TEMPORAL_PROMPT_NAMES,
     answer_schema,
     load_prompt,
     number_sentences,
@@ -29,7 +30,9 @@ PLACEHOLDERS = {
     "dialogue": {"title", "sentences", "min_turns", "max_turns"},
     "quadruples": {"title", "sentences", "max_per_sentence"},
     "contradiction": {"old_sentence", "new_sentence"},
+    "temporal_question": {"facts", "answer", "time", "kind"},
 }
+ALL_PROMPTS = PROMPT_NAMES + TEMPORAL_PROMPT_NAMES
 # Distinctive wording of the GrowOVER prompts (Appendix H): ours must say it differently.
 PAPER_PHRASES = [
     "NOT DIRECTLY VISIBLE",
@@ -54,7 +57,7 @@ def _schema_keys(schema: dict) -> set[str]:
     return keys
 
 
-@pytest.mark.parametrize("name", PROMPT_NAMES)
+@pytest.mark.parametrize("name", ALL_PROMPTS)
 def test_template_loads_with_hash_of_file_bytes(name: str) -> None:
     template = load_prompt(name)
     data = (PROMPTS_DIR / f"{name}.md").read_bytes()
@@ -64,7 +67,7 @@ def test_template_loads_with_hash_of_file_bytes(name: str) -> None:
     assert template.placeholders == PLACEHOLDERS[name]
 
 
-@pytest.mark.parametrize("name", PROMPT_NAMES)
+@pytest.mark.parametrize("name", ALL_PROMPTS)
 def test_prompt_names_every_schema_key_and_asks_for_one_json_object(name: str) -> None:
     template = load_prompt(name)
     schema = answer_schema(name)
@@ -74,14 +77,14 @@ def test_prompt_names_every_schema_key_and_asks_for_one_json_object(name: str) -
     assert "one JSON object" in text
 
 
-@pytest.mark.parametrize("name", PROMPT_NAMES)
+@pytest.mark.parametrize("name", ALL_PROMPTS)
 def test_prompts_are_in_our_own_words(name: str) -> None:
     text = (PROMPTS_DIR / f"{name}.md").read_text()
     for phrase in PAPER_PHRASES:
         assert phrase.lower() not in text.lower(), f"{name} reuses the paper's {phrase!r}"
 
 
-@pytest.mark.parametrize("name", PROMPT_NAMES)
+@pytest.mark.parametrize("name", ALL_PROMPTS)
 def test_request_carries_schema_hash_and_purpose(name: str) -> None:
     request = load_prompt(name).request(**_values(name))
     assert request.purpose == name
@@ -110,12 +113,19 @@ def test_render_is_single_pass_and_strict() -> None:
         template.render(title="x", sentences="y", max_words=3, colour="red")
 
 
-@pytest.mark.parametrize("name", PROMPT_NAMES)
+@pytest.mark.parametrize("name", ALL_PROMPTS)
 def test_the_article_comes_after_everything_fixed(name: str) -> None:
     """Instructions and the worked example come first, so that every request of a kind
     shares one prefix the local server keeps cached; the article's text comes last."""
     user = load_prompt(name).user
-    data = PLACEHOLDERS[name] & {"title", "sentences", "context", "old_sentence", "new_sentence"}
+    data = PLACEHOLDERS[name] & {
+        "title",
+        "sentences",
+        "context",
+        "old_sentence",
+        "new_sentence",
+        "facts",
+    }
     first = min(user.index("{" + p + "}") for p in data)
     assert "Now the real input." in user[:first]
     assert "Example" in user[:first]

@@ -27,6 +27,7 @@ from pipeline.models.llm.base import (
     OnResponse,
     endpoint_identity,
 )
+from pipeline.storage import enable_wal
 
 _BUSY_TIMEOUT_MS = 60_000
 # Below SQLite's smallest host-parameter limit (999) for `IN (...)` lookups.
@@ -65,7 +66,7 @@ class LLMCallCache:
             return self._conn
         conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(_SCHEMA)
         conn.commit()

@@ -1,0 +1,161 @@
+"""The LLM phrases each temporal question; code checks what it wrote.
+
+The model sees the facts, the answer code chose and the time the question must name
+(``prompts/temporal_question.md``, answer schema ``{"question": ...}``). A question is kept
+only when it passes :func:`question_problem`: it must not give its answer away and must
+name its time (a timeline question, asked at every release, must name none).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline import progress
+from pipeline.generate.items import FieldError, field_value
+from pipeline.generate.prompts import load_prompt
+from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
+from pipeline.temporal.questions import QuestionSpec, spoken_date
+from pipeline.validate import (
+    contains_normalized,
+    content_words,
+    dangling_reference,
+    date_in_text,
+    gives_answer_away,
+)
+
+PROMPT = "temporal_question"
+# Part of the stage's digest: stored phrasings are checked again when the checks change.
+CHECKS_VERSION = 2
+MAX_WORDS = 40
+REASONS = (
+    "no_usable_answer",
+    "not_a_question",
+    "too_long",
+    "answer_leaked",
+    "time_not_named",
+    "names_a_time",
+    "entity_not_named",
+    "question_not_standalone",
+)
+_KIND = {
+    "C1": "one fact",
+    "C2": "every answer over the time span",
+    "C3": "the entity that links the two facts",
+    "timeline": "the fact that holds now",
+}
+_YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
+
+
+@dataclass(frozen=True)
+class Phrasing:
+    """The outcome for one question: its text, or why it was rejected."""
+
+    question_id: str
+    question: str | None
+    reason: str | None  # None = kept
+    detail: str = ""
+
+
+def _fact_line(n: int, spec: QuestionSpec, k: int) -> str:
+    f = spec.facts[k]
+    when = spoken_date(f.timestamp) if f.dated else f"as of {spoken_date(f.observed_at[:7])}"
+    return f"{n}. {f.subject} | {f.relation} | {f.object} | {when}"
+
+
+def phrasing_request(spec: QuestionSpec) -> LLMRequest:
+    """The phrasing request of one question."""
+    return load_prompt(PROMPT).request(
+        facts="\n".join(_fact_line(k + 1, spec, k) for k in range(len(spec.facts))),
+        answer="; ".join(spec.answer),
+        time=spec.time_phrase or "now",
+        kind=_KIND[spec.category],
+    )
+
+
+def _time_parts(spec: QuestionSpec) -> list[str]:
+    """The ISO dates the question must name: each end of the interval, or its one date."""
+    if spec.as_of is None:
+        return []
+    return spec.as_of.split("/") if "/" in spec.as_of else [spec.as_of]
+
+
+def _named_entities(spec: QuestionSpec) -> list[str]:
+    """Who or what the question has to name: the subject (C1, C2, timeline); for C3 the two
+    entities besides the shared one."""
+    if spec.category == "C3":
+        first, second = spec.facts
+        if spec.shape == "bridge":
+            return [first.subject, second.object]
+        return [first.subject, second.subject]
+    return [spec.facts[0].subject]
+
+
+def question_problem(spec: QuestionSpec, question: str) -> tuple[str, str] | None:
+    """(reason, detail) when ``question`` cannot stand for ``spec``; None when it can."""
+    question = " ".join(question.split())
+    if not question.endswith("?") or len(question) < 10:
+        return "not_a_question", question
+    if len(question.split()) > MAX_WORDS:
+        return "too_long", f"{len(question.split())} words"
+    for answer in spec.answer:
+        if contains_normalized(answer, question):
+            return "answer_leaked", answer
+        given = gives_answer_away(question, answer)
+        if given:
+            return "answer_leaked", given
+    if spec.category == "timeline":
+        names = " ".join(f.subject for f in spec.facts)
+        years = [y for y in _YEAR.findall(question) if y not in names]
+        if years:
+            return "names_a_time", years[0]
+    else:
+        for iso in _time_parts(spec):
+            # Year and month must be named; the day may go ("in March 2025" for 1 March).
+            if not date_in_text(iso[:7], question):
+                return "time_not_named", spoken_date(iso[:7])
+    asked = set(content_words(question))
+    for entity in _named_entities(spec):
+        words = set(content_words(entity))
+        if words and not words & asked:
+            return "entity_not_named", entity
+    dangling = dangling_reference(question)
+    if dangling:
+        return "question_not_standalone", dangling
+    return None
+
+
+def recheck(spec: QuestionSpec, question: str | None) -> Phrasing | None:
+    """A stored phrasing checked again (None when there is no text to check)."""
+    if question is None:
+        return None
+    problem = question_problem(spec, question)
+    if problem is not None:
+        return Phrasing(spec.question_id, question, problem[0], problem[1])
+    return Phrasing(spec.question_id, question, None)
+
+
+def read_phrasing(spec: QuestionSpec, response: LLMResponse) -> Phrasing:
+    """The checked question of one response."""
+    if response.error or not isinstance(response.parsed, dict):
+        return Phrasing(spec.question_id, None, "no_usable_answer", response.error or "no JSON")
+    try:
+        value = field_value(response.parsed, "question")
+    except FieldError as exc:
+        return Phrasing(spec.question_id, None, "no_usable_answer", str(exc))
+    if not isinstance(value, str):
+        return Phrasing(spec.question_id, None, "no_usable_answer", f"question = {value!r}")
+    return recheck(spec, " ".join(value.split()))  # type: ignore[return-value]
+
+
+def phrase_questions(specs: Sequence[QuestionSpec], backend: LLMBackend) -> list[Phrasing]:
+    """Phrase and check every spec; all requests go to the backend in one ``complete_many``
+    (a local server answers them on its parallel slots)."""
+    if not specs:
+        return []
+    progress.add_total(len(specs))
+    responses = backend.complete_many(
+        [phrasing_request(s) for s in specs], on_response=lambda _i, _r: progress.advance()
+    )
+    return [read_phrasing(s, r) for s, r in zip(specs, responses, strict=True)]

@@ -1,0 +1,376 @@
+"""The release's temporal tables, derived from the ledger (and the phrased questions):
+
+``temporal_qa``
+    the Chronos C1 / C2 / C3 questions whose answer the release's facts still give, with the
+    quadruples and evidence they rest on and the interval their answer holds for.
+``timelines``
+    questions re-asked at every release (OAKS), one row per interval with the answer valid
+    then: every changed QA pair (its earlier and its current answer) and every supersession
+    chain of quadruples (its timeline question).
+``relations``
+    edges between facts, newer -> older (TPR-RAG's directed relations): ``updates`` (a
+    changed sentence and the one it replaced; a quadruple and the one it superseded),
+    ``contradicts`` (a changed pair the contradiction check confirmed), ``supports`` (a
+    reworded sentence labeled unchanged; two quadruples stating the same fact).
+
+Everything but the questions' wording is computed from the ledger, the sentence labels and
+the snapshots, so ``verify`` can recompute it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.labeling import read_labels
+from pipeline.ledger import (
+    ledger_snapshots,
+    normalize_key,
+    read_evidence,
+    read_items,
+    read_ledger_summary,
+)
+from pipeline.temporal.questions import Fact, QuestionSpec, current_spec, facts_from_rows
+from pipeline.temporal.stage import read_questions
+
+TEMPORAL_QA_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("category", pa.string()),
+        ("shape", pa.string()),
+        ("question", pa.string()),
+        ("answer", pa.list_(pa.string())),
+        ("answer_mode", pa.string()),
+        ("as_of", pa.string()),
+        ("valid_from", pa.string()),
+        ("valid_to", pa.string()),
+        ("quadruple_ids", pa.list_(pa.string())),
+        ("page_ids", pa.list_(pa.int64())),
+        ("titles", pa.list_(pa.string())),
+        ("evidence_text", pa.list_(pa.string())),
+        ("type", pa.string()),
+        ("created_snapshot", pa.string()),
+        ("prompt_hash", pa.string()),
+        ("generator", pa.string()),
+    ]
+)
+TIMELINES_SCHEMA = pa.schema(
+    [
+        ("question_id", pa.string()),
+        ("question", pa.string()),
+        ("source", pa.string()),  # qa_chain | fact_chain
+        ("page_id", pa.int64()),
+        ("title", pa.string()),
+        ("interval_idx", pa.int32()),
+        ("interval_start", pa.string()),
+        ("interval_end", pa.string()),  # null: still open at this release
+        ("answer", pa.string()),
+        ("evidence_id", pa.string()),
+        ("evidence_text", pa.string()),
+    ]
+)
+RELATIONS_SCHEMA = pa.schema(
+    [
+        ("relation_id", pa.string()),
+        ("type", pa.string()),  # updates | contradicts | supports
+        ("rule", pa.string()),
+        ("source_kind", pa.string()),  # sentence | quadruple
+        ("source_id", pa.string()),
+        ("source_snapshot", pa.string()),
+        ("source_time", pa.string()),
+        ("source_text", pa.string()),
+        ("target_kind", pa.string()),
+        ("target_id", pa.string()),
+        ("target_snapshot", pa.string()),
+        ("target_time", pa.string()),
+        ("target_text", pa.string()),
+        ("page_id", pa.int64()),
+        ("observed_at", pa.string()),
+    ]
+)
+TEMPORAL_SCHEMAS = {
+    "temporal_qa": TEMPORAL_QA_SCHEMA,
+    "timelines": TIMELINES_SCHEMA,
+    "relations": RELATIONS_SCHEMA,
+}
+
+
+def sentence_id(snapshot: str, page_id: int, idx: Sequence[int]) -> str:
+    """Endpoint id of one sentence, or of several joined: ``s:<snapshot>:<page>:<i>[+<j>]``."""
+    return f"s:{snapshot}:{page_id}:" + "+".join(str(i) for i in idx)
+
+
+def parse_sentence_id(value: str) -> tuple[str, int, list[int]]:
+    """(snapshot, page_id, sentence indices) of a sentence endpoint id."""
+    _, snapshot, page, idx = value.split(":")
+    return snapshot, int(page), [int(i) for i in idx.split("+")]
+
+
+# --------------------------------------------------------------------------- temporal_qa
+def _qa_row(spec: QuestionSpec, stored: dict, snapshot: str) -> dict:
+    return {
+        "question_id": spec.question_id,
+        "category": spec.category,
+        "shape": spec.shape,
+        "question": stored["question"],
+        "answer": list(spec.answer),
+        "answer_mode": spec.answer_mode,
+        "as_of": spec.as_of,
+        "valid_from": spec.valid_from,
+        "valid_to": spec.valid_to,
+        "quadruple_ids": [f.item_id for f in spec.facts],
+        "page_ids": [f.page_id for f in spec.facts],
+        "titles": [f.title for f in spec.facts],
+        "evidence_text": [f.evidence_text for f in spec.facts],
+        "type": "new" if stored["created_snapshot"] == snapshot else "unchanged",
+        "created_snapshot": stored["created_snapshot"],
+        "prompt_hash": stored["prompt_hash"],
+        "generator": stored["generator"],
+    }
+
+
+def _live_questions(stored: list[dict], facts: list[Fact]) -> list[tuple[QuestionSpec, dict]]:
+    """The kept questions whose answer the facts still give, rebuilt from the facts."""
+    out = []
+    for row in stored:
+        if row["status"] != "kept":
+            continue
+        spec = current_spec(
+            row["category"], row["shape"], row["quadruple_ids"], row["as_of"], row["answer"], facts
+        )
+        if spec is not None:
+            out.append((spec, row))
+    return out
+
+
+# --------------------------------------------------------------------------- timelines
+def _ledger_previous(workdir: Path, snapshot: str) -> str | None:
+    return read_ledger_summary(workdir, snapshot).previous
+
+
+def _qa_chain_rows(workdir: Path, items: list[dict]) -> list[dict]:
+    """Two intervals per changed QA pair: its earlier answer from the snapshot before it was
+    made, its current answer from then until its evidence changed (or still open)."""
+    changed = [it for it in items if it["kind"] == "qa" and it["type_at_creation"] == "changed"]
+    by_snapshot: dict[str, list[dict]] = defaultdict(list)
+    for it in changed:
+        by_snapshot[it["created_snapshot"]].append(it)
+    rows: list[dict] = []
+    for created, group in sorted(by_snapshot.items()):
+        before = _ledger_previous(workdir, created)
+        if before is None:
+            continue
+        labels = read_labels(workdir, before, created)
+        old = {
+            (p, n): (o, t)
+            for p, n, o, t, lab in zip(
+                labels["page_id"].to_pylist(),
+                labels["new_idx"].to_pylist(),
+                labels["old_idx"].to_pylist(),
+                labels["old_text"].to_pylist(),
+                labels["label"].to_pylist(),
+                strict=True,
+            )
+            if lab == "changed"
+        }
+        evidence = _creation_evidence(workdir, created, {it["item_id"] for it in group})
+        for it in sorted(group, key=lambda it: it["item_id"]):
+            idx, text = evidence[it["item_id"]]
+            was = next((old[(it["page_id"], i)] for i in idx if (it["page_id"], i) in old), None)
+            if was is None:
+                continue
+            base = {
+                "question_id": it["item_id"],
+                "question": it["question"],
+                "source": "qa_chain",
+                "page_id": it["page_id"],
+                "title": it["title"],
+            }
+            rows.append(
+                base
+                | {
+                    "interval_idx": 0,
+                    "interval_start": before,
+                    "interval_end": created,
+                    "answer": it["previous_answer"],
+                    "evidence_id": sentence_id(before, it["page_id"], was[0]),
+                    "evidence_text": was[1],
+                }
+            )
+            rows.append(
+                base
+                | {
+                    "interval_idx": 1,
+                    "interval_start": created,
+                    "interval_end": it["valid_to"],
+                    "answer": it["answer"],
+                    "evidence_id": sentence_id(created, it["page_id"], idx),
+                    "evidence_text": text,
+                }
+            )
+    return rows
+
+
+def _creation_evidence(workdir: Path, snapshot: str, ids: set[str]) -> dict[str, tuple]:
+    ev = read_evidence(workdir, snapshot)
+    return {
+        i: (list(idx), t)
+        for i, s, idx, t in zip(
+            ev["item_id"].to_pylist(),
+            ev["snapshot"].to_pylist(),
+            ev["evidence_sent_idx"].to_pylist(),
+            ev["evidence_text"].to_pylist(),
+            strict=True,
+        )
+        if i in ids and s == snapshot
+    }
+
+
+def _fact_chain_rows(live: list[tuple[QuestionSpec, dict]], items: dict[str, dict]) -> list[dict]:
+    """One interval per fact of each supersession chain that has a kept timeline question:
+    from the snapshot that saw the fact to the one that superseded it."""
+    rows = []
+    for spec, stored in live:
+        if spec.category != "timeline":
+            continue
+        for k, fact in enumerate(spec.facts):
+            rows.append(
+                {
+                    "question_id": spec.question_id,
+                    "question": stored["question"],
+                    "source": "fact_chain",
+                    "page_id": fact.page_id,
+                    "title": fact.title,
+                    "interval_idx": k,
+                    "interval_start": fact.observed_at,
+                    "interval_end": items[fact.item_id]["valid_to"],
+                    "answer": fact.object,
+                    "evidence_id": f"q:{fact.item_id}",
+                    "evidence_text": fact.evidence_text,
+                }
+            )
+    return rows
+
+
+# --------------------------------------------------------------------------- relations
+def _edge(kind: str, rule: str, source: dict, target: dict, page: int, seen: str) -> dict:
+    rid = hashlib.sha256(f"{kind}|{source['id']}|{target['id']}".encode()).hexdigest()[:16]
+    return {
+        "relation_id": rid,
+        "type": kind,
+        "rule": rule,
+        **{f"source_{k}": v for k, v in source.items()},
+        **{f"target_{k}": v for k, v in target.items()},
+        "page_id": page,
+        "observed_at": seen,
+    }
+
+
+def _sentence(snapshot: str, page: int, idx: Sequence[int], text: str) -> dict:
+    return {
+        "kind": "sentence",
+        "id": sentence_id(snapshot, page, idx),
+        "snapshot": snapshot,
+        "time": snapshot,
+        "text": text,
+    }
+
+
+def _quad(fact: Fact) -> dict:
+    return {
+        "kind": "quadruple",
+        "id": f"q:{fact.item_id}",
+        "snapshot": fact.observed_at,
+        "time": fact.time,
+        "text": f"{fact.subject} | {fact.relation} | {fact.object}",
+    }
+
+
+def _sentence_edges(workdir: Path, before: str, after: str) -> list[dict]:
+    edges = []
+    for r in read_labels(workdir, before, after).to_pylist():
+        if r["label"] not in ("changed", "unchanged") or not r["old_idx"] or r["new_idx"] is None:
+            continue
+        new = _sentence(after, r["page_id"], [r["new_idx"]], r["text"])
+        old = _sentence(before, r["page_id"], r["old_idx"], r["old_text"])
+        if r["label"] == "changed":
+            confirmed = r["rule"] == "nli_contradiction" and r["verified"] is True
+            kind = "contradicts" if confirmed else "updates"
+            rule = "confirmed_contradiction" if confirmed else f"changed:{r['rule']}"
+            edges.append(_edge(kind, rule, new, old, r["page_id"], after))
+        elif " ".join(r["text"].split()) != " ".join((r["old_text"] or "").split()):
+            edges.append(_edge("supports", f"reworded:{r['rule']}", new, old, r["page_id"], after))
+    return edges
+
+
+def _fact_edges(facts: list[Fact]) -> list[dict]:
+    by_id = {f.item_id: f for f in facts}
+    edges = []
+    for f in facts:
+        successor = by_id.get(f.superseded_by or "")
+        if successor is not None:
+            edges.append(
+                _edge(
+                    "updates",
+                    "supersession",
+                    _quad(successor),
+                    _quad(f),
+                    successor.page_id,
+                    successor.observed_at,
+                )
+            )
+    # The same fact: subject, relation, object and date (the same event on another date is
+    # another fact).
+    same: dict[tuple[str, str, str, str], list[Fact]] = defaultdict(list)
+    for f in facts:
+        same[(*f.key, normalize_key(f.object), f.timestamp or "")].append(f)
+    for group in same.values():
+        group.sort(key=lambda f: (f.observed_at, f.item_id))
+        first = group[0]
+        for later in group[1:]:
+            edges.append(
+                _edge(
+                    "supports",
+                    "same_fact",
+                    _quad(later),
+                    _quad(first),
+                    later.page_id,
+                    later.observed_at,
+                )
+            )
+    return edges
+
+
+# --------------------------------------------------------------------------- all
+def temporal_tables(
+    workdir: str | Path, snapshot: str, quadruples: pa.Table
+) -> dict[str, pa.Table]:
+    """``temporal_qa``, ``timelines`` and ``relations`` of the release of ``snapshot``, from
+    its ``quadruples`` table, the ledger, the labels and the phrased questions."""
+    workdir = Path(workdir)
+    facts = facts_from_rows(quadruples.to_pylist())
+    stored = read_questions(workdir, snapshot)
+    live = _live_questions(stored.to_pylist() if stored is not None else [], facts)
+    items = read_items(workdir, snapshot).to_pylist()
+    qa_rows = [_qa_row(spec, row, snapshot) for spec, row in live if spec.category != "timeline"]
+    timeline_rows = _qa_chain_rows(workdir, items) + _fact_chain_rows(
+        live, {it["item_id"]: it for it in items}
+    )
+    edges: list[dict] = []
+    for snap in ledger_snapshots(workdir):
+        if snap > snapshot:
+            break
+        before = _ledger_previous(workdir, snap)
+        if before is not None:
+            edges += _sentence_edges(workdir, before, snap)
+    edges += _fact_edges(facts)
+    edges.sort(key=lambda e: (e["observed_at"], e["type"], e["relation_id"]))
+    return {
+        "temporal_qa": pa.Table.from_pylist(qa_rows, schema=TEMPORAL_QA_SCHEMA),
+        "timelines": pa.Table.from_pylist(timeline_rows, schema=TIMELINES_SCHEMA),
+        "relations": pa.Table.from_pylist(edges, schema=RELATIONS_SCHEMA),
+    }

@@ -1,0 +1,58 @@
+"""The leaderboard (one line per run, a re-run replaces its line), the tables and the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.evaluate import report
+
+
+def _record(release: str, retriever: str, f1: float) -> dict:
+    qa = {t: {"n": 2, "f1": f1, "em": 0.0} for t in ("unchanged", "new", "changed", "all")}
+    qa["outdated_rate"] = 50.0
+    return {
+        "release": release,
+        "release_id": f"wikidrift-{release}",
+        "model": "openai:m",
+        "retriever": retriever,
+        "k": 3,
+        "kinds": ["qa"],
+        "limit": None,
+        "metrics": {"qa": qa},
+        "skipped": {},
+        "model_calls": 2,
+        "cache_hits": 0,
+        "failed": 0,
+        "retrieval_ms_per_query": 0.1234,
+        "seconds": 1.0,
+    }
+
+
+def test_leaderboard_replaces_a_rerun_and_plots_across_releases(tmp_path: Path) -> None:
+    report.update_leaderboard(tmp_path, _record("2024-06-01", "bm25", 40.0))
+    assert (
+        report.write_release_plot(
+            tmp_path, [_record("2024-06-01", "bm25", 40.0)], "openai:m", "bm25"
+        )
+        is None
+    )
+    report.update_leaderboard(tmp_path, _record("2024-06-01", "bm25", 45.0))  # same run again
+    runs = report.update_leaderboard(tmp_path, _record("2025-01-01", "bm25", 50.0))
+    lines = (tmp_path / "evaluations" / "leaderboard.jsonl").read_text().splitlines()
+    assert [json.loads(x)["release"] for x in lines] == ["2024-06-01", "2025-01-01"]
+    assert json.loads(lines[0])["metrics"]["qa"]["all"]["f1"] == 45.0
+    md = (tmp_path / "evaluations" / "leaderboard.md").read_text()
+    assert "| 2024-06-01 | openai:m | bm25 (k=3) | 45.0 | 45.0 | 45.0 | 45.0 | – |" in md
+    plot = report.write_release_plot(tmp_path, runs, "openai:m", "bm25")
+    assert plot == tmp_path / "evaluations" / "plots" / "openai-m__bm25.png"
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_results_markdown_and_default_folder(tmp_path: Path) -> None:
+    text = report.results_markdown(_record("2025-01-01", "none", 10.0))
+    assert "# Evaluation of release wikidrift-2025-01-01" in text
+    assert "| changed | 2 | 0.0 | 10.0 |" in text and "50.0% of" not in text
+    assert "retrieval: 0.12 ms/query" in text
+    out = report.default_out(tmp_path, "2025-01-01", "llamacpp:Qwen2.5 1.5B", "bm25")
+    assert out == tmp_path / "evaluations" / "2025-01-01" / "llamacpp-Qwen2.5-1.5B__bm25"

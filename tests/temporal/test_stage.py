@@ -1,0 +1,81 @@
+"""The temporal stage on a real released workdir: phrased once, skipped when nothing
+changed, bounded per run, atomic when the model fails mid-way."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.models.llm.scripted import ScriptedBackend
+from pipeline.temporal.stage import phrase_temporal_questions, read_questions, temporal_dir
+from tests.conftest import STAGE_DATES, copy_workdir
+from tests.scripted_llm import good_answer
+
+A, B, C = STAGE_DATES
+
+
+def CountingBackend() -> ScriptedBackend:  # noqa: N802 - reads as a class at call sites
+    """The scripted LLM; ``len(backend.requests)`` counts what it answered."""
+    return ScriptedBackend(good_answer)
+
+
+class FailingBackend(ScriptedBackend):
+    def __init__(self) -> None:
+        super().__init__(good_answer)
+
+    def complete_many(self, requests, **kwargs):  # noqa: ANN001, ANN201
+        raise RuntimeError("server went away")
+
+
+def test_a_rerun_with_nothing_new_asks_nothing(released_workdir: Path, tmp_path: Path) -> None:
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    backend = CountingBackend()
+    summary = phrase_temporal_questions(workdir, C, backend)
+    assert summary.already_done and not backend.requests
+
+
+def test_questions_are_phrased_once_and_carried_forward(
+    released_workdir: Path, tmp_path: Path
+) -> None:
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    shutil.rmtree(workdir / "temporal")
+    counts = []
+    for snap in STAGE_DATES:
+        backend = CountingBackend()
+        summary = phrase_temporal_questions(workdir, snap, backend)
+        assert len(backend.requests) == summary.phrased
+        counts.append(summary)
+    stored = read_questions(workdir, C).to_pylist()
+    assert len(stored) == sum(s.phrased for s in counts)
+    assert len({r["question_id"] for r in stored}) == len(stored)  # nothing asked twice
+    assert counts[1].carried == counts[0].phrased
+    assert {r["created_snapshot"] for r in stored} <= set(STAGE_DATES)
+    assert sum(sum(s.kept.values()) for s in counts) == sum(r["status"] == "kept" for r in stored)
+
+
+def test_max_new_defers_the_rest_to_the_next_run(released_workdir: Path, tmp_path: Path) -> None:
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    shutil.rmtree(workdir / "temporal")
+    first = phrase_temporal_questions(workdir, A, CountingBackend(), max_new=2)
+    assert first.phrased == 2 and first.deferred == first.candidates - 2 > 0
+    backend = CountingBackend()
+    again = phrase_temporal_questions(workdir, A, backend, max_new=200)
+    assert len(backend.requests) == first.deferred  # only what waited
+    assert again.carried == 2 and len(read_questions(workdir, A)) == first.candidates
+
+
+def test_a_failed_model_call_publishes_nothing(released_workdir: Path, tmp_path: Path) -> None:
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    shutil.rmtree(temporal_dir(workdir, C))
+    before = (temporal_dir(workdir, B) / "questions.parquet").read_bytes()
+    (workdir / "temporal" / f".{C}.leftover").mkdir()  # what a killed run leaves
+    with pytest.raises(RuntimeError, match="server went away"):
+        phrase_temporal_questions(workdir, C, FailingBackend())
+    assert not temporal_dir(workdir, C).exists()
+    assert (temporal_dir(workdir, B) / "questions.parquet").read_bytes() == before
+    assert not [p for p in (workdir / "temporal").iterdir() if p.name.startswith(".")]
+    # the next run with a working model does the whole step
+    summary = phrase_temporal_questions(workdir, C, CountingBackend())
+    assert summary.phrased > 0 and read_questions(workdir, C) is not None
