@@ -28,7 +28,7 @@ from pipeline.config import load_config  # noqa: E402
 from pipeline.evaluate.corpus import build_corpus  # noqa: E402
 from pipeline.evaluate.harness import evaluate_release  # noqa: E402
 from pipeline.evaluate.retrievers import make_retriever  # noqa: E402
-from pipeline.runtime import base_embedder, llm_from_config  # noqa: E402
+from pipeline.runtime import llm_from_config, retrieval_embedder  # noqa: E402
 from tests.conftest import WIKISNAP, WIKISNAP_DATES, build_wikisnap_snapshots  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def bench_model(
         REPO / "data" / "wikidrift.toml", overrides={"workdir": str(workdir), "llm": llm}
     )
     setup = llm_from_config(cfg, workdir)
-    embedder = base_embedder(cfg) if retriever in ("dense", "temporal") else None
+    embedder = retrieval_embedder(cfg) if retriever in ("dense", "temporal") else None
     for label in ("first", "again"):
         run = evaluate_release(
             workdir,
@@ -83,6 +83,7 @@ def bench_model(
             retriever=retriever,
             embedder=embedder,
             kinds=kinds,
+            settings=cfg.evaluate,
         )
         items = len(run.predictions)
         figure(f"{label}_items", items)

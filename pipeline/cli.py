@@ -24,6 +24,7 @@ from typing import Any
 
 from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
+from pipeline.redact import strip_credentials
 from pipeline.storage import logs_dir, stage_lock
 
 log = logging.getLogger("wikidrift")
@@ -308,9 +309,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """``wikidrift evaluate``: score a model (with a retriever) on one or more releases."""
     from pipeline.evaluate import KINDS, evaluate_release
     from pipeline.evaluate import report as rep
-    from pipeline.runtime import base_embedder, cached_embedder, llm_from_config
+    from pipeline.runtime import cached_embedder, llm_from_config, retrieval_embedder
 
-    cfg = _load(args, _model_overrides(args.model))
+    overrides = _model_overrides(args.model)
+    if args.k is not None and args.k < 1:
+        raise WikidriftError(f"--k {args.k}: must be at least 1")
+    if args.k is not None:
+        overrides["evaluate"] = {"k": args.k}
+    cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
     try:
         releases = [_iso_date(d.strip()).isoformat() for d in args.release.split(",") if d.strip()]
@@ -325,11 +331,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     identity = llm.backend.identity
     model = f"{identity.backend}:{identity.model}"
     dense = args.retriever in ("dense", "temporal")
-    embedder = cached_embedder(base_embedder(cfg), workdir) if dense else None
+    embedder = cached_embedder(retrieval_embedder(cfg), workdir) if dense else None
     config = {
         "profile": cfg.profile,
         "config_hash": cfg.stable_hash(),
-        "embedder": cfg.models.embedder if dense else None,
+        "embedder": (cfg.evaluate.retriever_embedder or cfg.models.embedder) if dense else None,
+        "evaluate": cfg.evaluate.model_dump(mode="json"),
     }
     incomplete = 0
     for release in releases:
@@ -341,8 +348,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 retriever=args.retriever,
                 embedder=embedder,
                 kinds=kinds,
-                k=args.k,
                 limit=args.limit,
+                settings=cfg.evaluate,
             )
         record = rep.run_record(run, model=model, model_spec=args.model or "", config=config)
         record["limit"] = args.limit
@@ -668,7 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="none",
         help="none = closed book; temporal = dense with outdated passages ranked down",
     )
-    p.add_argument("--k", type=int, default=3, help="passages per question (default 3)")
+    p.add_argument(
+        "--k", type=int, help="passages per question (default: evaluate.k of the config, 3)"
+    )
     p.add_argument(
         "--kinds",
         default="qa,dialogue,temporal_qa,timelines",
@@ -809,7 +818,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except WikidriftError as exc:
-        print(f"wikidrift: error: {exc}", file=sys.stderr)
+        print(f"wikidrift: error: {strip_credentials(str(exc))}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as exc:
         print(f"wikidrift: error: {_database_error(exc, args)}", file=sys.stderr)

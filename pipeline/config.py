@@ -68,6 +68,7 @@ class LimitsConfig(_Section):
     max_wikitext_bytes: int = Field(_LIMITS.max_wikitext_bytes, ge=1024)
     max_page_xml_bytes: int = Field(_LIMITS.max_page_xml_bytes, ge=4096)
     max_stream_bytes: int = Field(_LIMITS.max_stream_bytes, ge=4096)
+    max_inflation_ratio: int = Field(_LIMITS.max_inflation_ratio, ge=10)
     max_response_bytes: int = Field(_LIMITS.max_response_bytes, ge=4096)
     max_request_s: float = Field(_LIMITS.max_request_s, gt=0)
     min_download_bytes_per_s: int = Field(_LIMITS.min_download_bytes_per_s, ge=1)
@@ -191,6 +192,21 @@ class TemporalConfig(_Section):
     max_new_questions: int = Field(200, ge=0)
 
 
+class EvaluateConfig(_Section):
+    """``wikidrift evaluate`` and the passages the Hugging Face export precomputes."""
+
+    # Dense retrieval's embedder: "" = models.embedder. e5 (the paper profile) wants its
+    # "query: " / "passage: " prefixes; MiniLM wants none.
+    retriever_embedder: str = ""
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    k: int = Field(3, ge=1, le=50)  # passages per question
+    batch_size: int = Field(32, ge=1)  # requests handed to the backend at once
+    max_passage_chars: int = Field(1500, ge=100)  # longer passages are cut in the prompt
+    # The temporal retriever re-ranks k * temporal_pool (at least 20) candidates of its base.
+    temporal_pool: int = Field(5, ge=1, le=100)
+
+
 class FlowConfig(_Section):
     """How the Prefect flows run (see flows/). Shards come from snapshot.shard_size."""
 
@@ -220,6 +236,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     generation: GenerationConfig = GenerationConfig()
     temporal: TemporalConfig = TemporalConfig()
+    evaluate: EvaluateConfig = EvaluateConfig()
     flow: FlowConfig = FlowConfig()
 
     @property
@@ -250,6 +267,7 @@ def config_hash(data: dict[str, Any]) -> str:
     recompute it."""
     data = redact_config({k: v for k, v in data.items() if k != "workdir"})
     data.pop("limits", None)  # safety bounds, like timeouts: no real page reaches them
+    data.pop("evaluate", None)  # how releases are scored, not what they contain
     # Where the inputs live is not a setting: the snapshots' own digests carry their content.
     for key in ("dates", "shard_size", "input", "articles"):
         data["snapshot"].pop(key, None)
@@ -286,9 +304,15 @@ PROFILES: dict[str, dict[str, Any]] = {
             "embedder": "simcse:princeton-nlp/sup-simcse-roberta-large",
             "nli": "roberta-large-mnli",
         },
+        "evaluate": {
+            "retriever_embedder": "st:intfloat/e5-base-v2",
+            "query_prefix": "query: ",
+            "passage_prefix": "passage: ",
+        },
     },
     "offline": {
         "models": {"embedder": "packaged:all-MiniLM-L6-v2", "nli": ""},
+        "evaluate": {"retriever_embedder": "", "query_prefix": "", "passage_prefix": ""},
         # backend "auto" here never means OpenAI's API (see runtime.resolve_llm_kind).
         "llm": {"verify_contradictions": False},
     },

@@ -30,6 +30,7 @@ from pipeline.release import read_manifest, release_dir
 from pipeline.storage import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
+    from pipeline.config import EvaluateConfig
     from pipeline.models.embedder import Embedder
 
 CONFIGS = (
@@ -119,13 +120,22 @@ def export_hf(
     return out
 
 
-def release_embedder(workdir: Path, snapshot: str) -> Embedder:
-    """The embedder that built the release (its manifest's ``models.embedder``); uncached:
-    an export only reads the workdir."""
-    from pipeline.models.embedder import PACKAGED_MINILM, load_embedder
+def release_retrieval(workdir: Path, snapshot: str) -> EvaluateConfig:
+    """The ``[evaluate]`` settings the release was built with (the defaults for releases
+    written before the section existed), its ``retriever_embedder`` filled in with the
+    labeling embedder when empty."""
+    from pipeline.config import EvaluateConfig
+    from pipeline.models.embedder import PACKAGED_MINILM
 
-    models = read_manifest(workdir, snapshot).config.get("models", {})
-    return load_embedder(models.get("embedder") or PACKAGED_MINILM)
+    config = read_manifest(workdir, snapshot).config
+    stored = config.get("evaluate") or {}
+    settings = EvaluateConfig(
+        **{k: v for k, v in stored.items() if k in EvaluateConfig.model_fields}
+    )
+    if not settings.retriever_embedder:
+        embedder = config.get("models", {}).get("embedder") or PACKAGED_MINILM
+        settings = settings.model_copy(update={"retriever_embedder": embedder})
+    return settings
 
 
 def add_harness_files(
@@ -133,16 +143,22 @@ def add_harness_files(
 ) -> list[str]:
     """Precomputed top-3 passages (``bm25_top3``, ``dense_top3``) on the exported ``qa`` and
     ``dialogue`` rows, lm-evaluation-harness task YAMLs in ``out/lm_eval`` and a card section
-    on them (see :mod:`pipeline.evaluate.lmeval`); returns the task names."""
+    on them (see :mod:`pipeline.evaluate.lmeval`); ``embedder`` (default: the release's
+    retriever embedder, uncached: an export only reads the workdir) makes ``dense_top3``.
+    Returns the task names."""
     from pipeline.evaluate.lmeval import LM_EVAL_CARD, add_retrieval_columns, write_lm_eval_tasks
+    from pipeline.models.embedder import load_embedder
 
     split = split_name(snapshot)
     files = {name: out / name / f"{split}.parquet" for name in configs}
-    add_retrieval_columns(workdir, snapshot, files, embedder or release_embedder(workdir, snapshot))
+    settings = release_retrieval(workdir, snapshot)
+    embedder = embedder or load_embedder(settings.retriever_embedder)
+    add_retrieval_columns(workdir, snapshot, files, embedder, settings)
     tasks = write_lm_eval_tasks(out, split, configs)
     card = out / "README.md"
     listed = ", ".join(f"`{t}`" for t in tasks)
-    write_text_atomic(card, card.read_text() + LM_EVAL_CARD.format(tasks=listed))
+    section = LM_EVAL_CARD.format(tasks=listed, embedder=embedder.model_id)
+    write_text_atomic(card, card.read_text() + section)
     return tasks
 
 

@@ -39,6 +39,20 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without ``user:password@`` (the rest kept: messages on this machine's console
+    may show paths and queries, never credentials)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def strip_credentials(text: str) -> str:
+    """Free text with the ``user:password@`` of every URL in it removed."""
+    return _URL.sub(lambda m: without_credentials(m.group(0)), text)
+
+
 def _is_absolute_path(value: str) -> bool:
     return value.startswith(("/", "~", "\\\\")) or bool(re.match(r"^[A-Za-z]:[/\\]", value))
 

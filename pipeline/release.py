@@ -904,6 +904,20 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
             f"{out / 'manifest.json'}: config_hash {manifest.config_hash} does not match its "
             f"config ({recomputed})"
         )
+    try:
+        digest = _inputs_digest(workdir, snapshot, manifest.config_hash)
+    except (WikidriftError, OSError) as exc:
+        digest = f"unreadable ({exc})"
+    # Ledger rows the release does not show (evidence of earlier snapshots, retired items)
+    # can only be checked through the digest, which covers the config hash: a wrong hash is
+    # reported above, once.
+    if recomputed == manifest.config_hash and digest != manifest.inputs_digest:
+        header.append(
+            f"{ledger_dir(workdir, snapshot)}: the ledger or the temporal questions differ "
+            f"from those release {snapshot} was built from (inputs digest {digest}, manifest "
+            f"{manifest.inputs_digest}); rebuild: wikidrift release --snapshot {snapshot} "
+            "--force"
+        )
     previous = previous_release_of(workdir, snapshot)
     if manifest.previous_release != previous:
         header.append(

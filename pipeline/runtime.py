@@ -45,6 +45,15 @@ def base_embedder(cfg: Config) -> Embedder:
     )
 
 
+def retrieval_embedder(cfg: Config) -> Embedder:
+    """The dense retriever's embedder: ``evaluate.retriever_embedder``, else the labeling one."""
+    return load_embedder(
+        cfg.evaluate.retriever_embedder or cfg.models.embedder,
+        device=cfg.models.device,
+        batch_size=cfg.models.embed_batch_size,
+    )
+
+
 def cached_embedder(embedder: Embedder, workdir: str | Path) -> Embedder:
     """``embedder`` behind the workdir's on-disk embedding cache."""
     return CachedEmbedder(embedder, VectorCache(cache_dir(workdir) / EMBEDDING_CACHE))

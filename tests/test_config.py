@@ -132,3 +132,14 @@ def test_stable_hash_ignores_where_and_how_politely() -> None:
         overrides={"workdir": "/elsewhere", "api": {"max_workers": 4}, "llm": {"timeout_s": 5}},
     )
     assert a.stable_hash() == b.stable_hash()
+    # how releases are scored is no part of what they contain
+    c = load_config(profile="offline", overrides={"evaluate": {"k": 5, "query_prefix": "q: "}})
+    assert a.stable_hash() == c.stable_hash()
+
+
+def test_profiles_pick_the_dense_retriever() -> None:
+    paper = load_config(profile="paper").evaluate
+    assert "e5" in paper.retriever_embedder
+    assert (paper.query_prefix, paper.passage_prefix) == ("query: ", "passage: ")
+    offline = load_config(profile="offline").evaluate
+    assert (offline.retriever_embedder, offline.query_prefix) == ("", "")  # models.embedder

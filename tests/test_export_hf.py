@@ -149,7 +149,10 @@ def test_export_carries_top3_passages(released_workdir: Path, tmp_path: Path) ->
         if r["evidence_text"]
     )
     assert found >= 0.4 * len(qa)
-    assert "## Evaluating with lm-evaluation-harness" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "## Evaluating with lm-evaluation-harness" in card
+    # the release's own retriever embedder (offline: the labeling one) made dense_top3
+    assert "`dense_top3` by `packaged:all-MiniLM-L6-v2`" in card
 
 
 def test_lm_eval_task_yamls(released_workdir: Path, tmp_path: Path, monkeypatch) -> None:

@@ -48,3 +48,13 @@ def test_config_hash_is_the_same_before_and_after_redaction() -> None:
         overrides={"llm": {"base_url": "http://h:1/v1", "local_model": "/opt/m/q.gguf"}},
     )
     assert cfg.stable_hash() == other.stable_hash() != plain.stable_hash()
+
+
+def test_console_messages_lose_only_credentials() -> None:
+    from pipeline.redact import strip_credentials
+
+    line = "HTTP 500 for parse (http://bob:hunter2@127.0.0.1:8080/w/api.php?action=parse): boom"
+    assert strip_credentials(line) == (
+        "HTTP 500 for parse (http://127.0.0.1:8080/w/api.php?action=parse): boom"
+    )
+    assert strip_credentials("see https://example.org/a?b=1") == "see https://example.org/a?b=1"

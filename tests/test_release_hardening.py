@@ -17,7 +17,7 @@ import pytest
 import pipeline.storage as storage
 from pipeline.config import load_config
 from pipeline.export_hf import export_hf
-from pipeline.ledger import ledger_dir, read_items
+from pipeline.ledger import ledger_dir, read_evidence, read_items
 from pipeline.release import (
     build_release,
     list_releases,
@@ -192,6 +192,26 @@ def test_verify_fails_when_ledger_rows_are_deleted(released_workdir: Path, tmp_p
     assert problems
     assert any("not in the ledger" in p for p in problems)
     assert any(any(i in p for i in gone) for p in problems)
+
+
+def test_verify_fails_when_ledger_evidence_rows_are_deleted(
+    released_workdir: Path, tmp_path: Path
+) -> None:
+    """Evidence of earlier snapshots is not in the release; the inputs digest covers it."""
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    assert verify_release(workdir, B) == []
+    evidence = read_evidence(workdir, B)
+    old = pc.not_equal(evidence["snapshot"], B)
+    assert pc.sum(old.cast("int64")).as_py() >= 5  # rows the release itself never shows
+    keep = pc.invert(pc.and_(old, pc.less(pc.cumulative_sum(old.cast("int64")), 6)))
+    write_parquet_atomic(
+        evidence.filter(keep),
+        ledger_dir(workdir, B) / "evidence.parquet",
+        table_name="ledger_evidence",
+        schema_version=1,
+    )
+    problems = verify_release(workdir, B)
+    assert any("the ledger or the temporal questions differ" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("field", ["config_hash", "config"])

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from pipeline import progress
+from pipeline.config import EvaluateConfig
 from pipeline.errors import WikidriftError
 from pipeline.evaluate import metrics
 from pipeline.evaluate.corpus import build_corpus, corpus_snapshots
@@ -31,10 +32,6 @@ from pipeline.release import read_manifest, read_release_table, release_dir
 
 KINDS = ("qa", "dialogue", "temporal_qa", "timelines")
 TYPES = ("unchanged", "new", "changed")
-# Longest passage text put in a prompt (the sample's paragraphs average 420 characters).
-MAX_PASSAGE_CHARS = 1500
-# Requests handed to the backend at once (the local server answers several in parallel).
-BATCH_SIZE = 32
 NO_PASSAGES = "(none: answer from what you know)"
 CONVERSATION_START = "(the conversation starts here)"
 _ANSWER_FIELD = {
@@ -235,8 +232,8 @@ def retrieve(
     workdir: Path,
     items: Sequence[EvalItem],
     retriever: str,
-    k: int,
     embedder: Embedder | None,
+    settings: EvaluateConfig,
 ) -> tuple[list[list[Hit]], float | None]:
     """Top-k hits per item (empty lists for ``none``), each item searched in the corpus of its
     ``as_of`` date, and the mean search time per query in milliseconds."""
@@ -248,34 +245,37 @@ def retrieve(
         by_date.setdefault(item.as_of, []).append(i)
     seconds = 0.0
     for date, indices in sorted(by_date.items()):
-        passages = build_corpus(workdir, date)
         found = make_retriever(
             retriever,
-            passages,
+            build_corpus(workdir, date),
             embedder=embedder,
             superseded_evidence=superseded_evidence(workdir, date),
+            query_prefix=settings.query_prefix,
+            passage_prefix=settings.passage_prefix,
+            temporal_pool=settings.temporal_pool,
         )
         assert found is not None
         start = time.perf_counter()
-        results = found.search([items[i].query for i in indices], k)
+        results = found.search([items[i].query for i in indices], settings.k)
         seconds += time.perf_counter() - start
         for i, result in zip(indices, results, strict=True):
             hits[i] = result
     return hits, 1000 * seconds / len(items) if items else None
 
 
-def _clip(text: str) -> str:
-    if len(text) <= MAX_PASSAGE_CHARS:
+def _clip(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
         return text
-    return text[:MAX_PASSAGE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return text[:max_chars].rsplit(" ", 1)[0] + " ..."
 
 
-def format_passages(hits: Sequence[Hit]) -> str:
-    """Numbered passages for a prompt, each with its article and its latest snapshot date."""
+def format_passages(hits: Sequence[Hit], max_chars: int) -> str:
+    """Numbered passages for a prompt, each with its article and its latest snapshot date,
+    cut to ``max_chars``."""
     if not hits:
         return NO_PASSAGES
     return "\n".join(
-        f"[{n}] {h.passage.title} ({h.passage.last_seen}): {_clip(h.passage.text)}"
+        f"[{n}] {h.passage.title} ({h.passage.last_seen}): {_clip(h.passage.text, max_chars)}"
         for n, h in enumerate(hits, 1)
     )
 
@@ -292,10 +292,13 @@ def answer_schema(kind: str) -> dict[str, Any]:
     }
 
 
-def build_request(item: EvalItem, hits: Sequence[Hit]) -> LLMRequest:
+def build_request(
+    item: EvalItem, hits: Sequence[Hit], max_passage_chars: int = EvaluateConfig().max_passage_chars
+) -> LLMRequest:
     """The chat request that asks ``item`` with its retrieved passages."""
     template = load_prompt(_PROMPT[item.kind])
-    messages = template.render(date=item.as_of, passages=format_passages(hits), **item.values)
+    passages = format_passages(hits, max_passage_chars)
+    messages = template.render(date=item.as_of, passages=passages, **item.values)
     return LLMRequest(
         messages=messages,
         prompt_hash=template.prompt_hash,
@@ -315,12 +318,7 @@ def prediction_of(kind: str, response: LLMResponse) -> str:
     return (value if isinstance(value, str) else response.text).strip()
 
 
-def ask(
-    backend: LLMBackend,
-    requests: list[LLMRequest],
-    *,
-    batch_size: int = BATCH_SIZE,
-) -> list[LLMResponse]:
+def ask(backend: LLMBackend, requests: list[LLMRequest], batch_size: int) -> list[LLMResponse]:
     """Answers to ``requests`` in batches, reporting progress as each arrives."""
     answers: list[LLMResponse] = []
     for start in range(0, len(requests), batch_size):
@@ -418,26 +416,29 @@ def evaluate_release(
     retriever: str = "none",
     embedder: Embedder | None = None,
     kinds: Sequence[str] = KINDS,
-    k: int = 3,
     limit: int | None = None,
-    batch_size: int = BATCH_SIZE,
+    settings: EvaluateConfig | None = None,
 ) -> EvalRun:
-    """Evaluate ``backend`` on the release of ``release`` with ``retriever`` (top ``k``)."""
+    """Evaluate ``backend`` on the release of ``release`` with ``retriever`` (the top
+    ``settings.k`` passages; ``settings``: the ``[evaluate]`` config, default its defaults)."""
     workdir = Path(workdir)
+    settings = settings or EvaluateConfig()
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise WikidriftError(f"unknown kinds {unknown}: allowed: {', '.join(KINDS)}")
-    if k < 1 or (limit is not None and limit < 1):
-        raise WikidriftError(f"--k {k} / --limit {limit}: both must be at least 1")
+    if limit is not None and limit < 1:
+        raise WikidriftError(f"--limit {limit}: must be at least 1")
     started = time.monotonic()
     manifest = read_manifest(workdir, release)
     items_by_kind, skipped = load_items(workdir, release, kinds, limit)
     items = [it for kind in items_by_kind for it in items_by_kind[kind]]
-    hits, retrieval_ms = retrieve(workdir, items, retriever, k, embedder)
-    requests = [build_request(it, h) for it, h in zip(items, hits, strict=True)]
+    hits, retrieval_ms = retrieve(workdir, items, retriever, embedder, settings)
+    requests = [
+        build_request(it, h, settings.max_passage_chars) for it, h in zip(items, hits, strict=True)
+    ]
     calls0, hits0 = getattr(backend, "calls_made", 0), getattr(backend, "hits", 0)
     progress.stage(f"{release} evaluate", len(requests), "item")
-    responses = ask(backend, requests, batch_size=batch_size)
+    responses = ask(backend, requests, settings.batch_size)
     preds = [prediction_of(it.kind, r) for it, r in zip(items, responses, strict=True)]
     scored = [score_item(it, p, h) for it, p, h in zip(items, preds, hits, strict=True)]
     results: dict[str, Any] = {}
@@ -474,7 +475,7 @@ def evaluate_release(
         release=release,
         release_id=manifest.release_id,
         retriever=retriever,
-        k=k,
+        k=settings.k,
         kinds=list(items_by_kind),
         skipped=skipped,
         counts=counts,

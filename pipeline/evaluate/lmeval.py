@@ -4,7 +4,7 @@
   of the release corpus (:mod:`pipeline.evaluate.corpus`) for the question (QA) or the user
   turn (dialogue), best first, each ``{passage_id, title, snapshot, text, score}``
   (``snapshot`` = the latest snapshot holding the text). BM25 is bm25s; dense uses the
-  embedder that built the release (``models.embedder`` of its manifest).
+  release's ``evaluate.retriever_embedder`` (else its ``models.embedder``) and prefixes.
 - ``lm_eval/``: lm-evaluation-harness task YAMLs, one per config (``wikidrift_qa``,
   ``wikidrift_dialogue``, ``wikidrift_temporal_qa``, ``wikidrift_timelines``) and, for QA and
   dialogue, one per retriever (``wikidrift_qa_bm25``, ``wikidrift_qa_dense``, ...), plus
@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from pipeline.config import EvaluateConfig
 from pipeline.evaluate.corpus import build_corpus
 from pipeline.evaluate.retrievers import Hit, Retriever, make_retriever
 from pipeline.models.embedder import Embedder
@@ -86,14 +87,26 @@ def _passages(hits: list[Hit]) -> list[dict[str, Any]]:
 
 
 def add_retrieval_columns(
-    workdir: str | Path, snapshot: str, files: dict[str, Path], embedder: Embedder
+    workdir: str | Path,
+    snapshot: str,
+    files: dict[str, Path],
+    embedder: Embedder,
+    settings: EvaluateConfig,
 ) -> None:
     """Append ``bm25_top3`` and ``dense_top3`` to the exported Parquet ``files`` (config name
-    -> path; ``qa`` and ``dialogue`` are used), in place."""
+    -> path; ``qa`` and ``dialogue`` are used), in place; ``settings`` gives the dense
+    embedder's query and passage prefixes."""
     passages = build_corpus(workdir, snapshot)
-    retrievers: dict[str, Retriever] = {
+    dense = make_retriever(
+        "dense",
+        passages,
+        embedder=embedder,
+        query_prefix=settings.query_prefix,
+        passage_prefix=settings.passage_prefix,
+    )
+    retrievers: dict[str, Retriever | None] = {
         "bm25_top3": make_retriever("bm25", passages),
-        "dense_top3": make_retriever("dense", passages, embedder=embedder),
+        "dense_top3": dense,
     }
     for config, column in QUERY_COLUMNS.items():
         path = files.get(config)
@@ -102,6 +115,7 @@ def add_retrieval_columns(
         table = pq.read_table(path)
         queries = [q or "" for q in table.column(column).to_pylist()]
         for name, retriever in retrievers.items():
+            assert retriever is not None
             hits = retriever.search(queries, EXPORT_K)
             values = pa.array([_passages(h) for h in hits], PASSAGES_TYPE)
             table = table.append_column(pa.field(name, PASSAGES_TYPE), values)
@@ -159,8 +173,8 @@ LM_EVAL_CARD = """
 
 `qa` and `dialogue` rows carry `bm25_top3` and `dense_top3`: the three best passages of the
 release's retrieval corpus (paragraphs of this snapshot and of the earlier ones, each with the
-latest snapshot date holding it). `lm_eval/` holds one task per config ({tasks}). From this
-folder:
+latest snapshot date holding it); `dense_top3` by `{embedder}`. `lm_eval/` holds one task
+per config ({tasks}). From this folder:
 
 ```bash
 lm_eval --model hf --model_args pretrained=MODEL --include_path lm_eval --tasks wikidrift_qa_bm25

@@ -22,7 +22,8 @@ from pipeline.evaluate.corpus import Passage
 from pipeline.models.embedder import Embedder
 
 RETRIEVERS = ("none", "bm25", "dense", "temporal")
-# Candidates the temporal retriever draws from its base: this many times k, at least 20.
+# Candidates the temporal retriever draws from its base: this many times k, at least 20
+# (the default of ``evaluate.temporal_pool``).
 TEMPORAL_POOL = 5
 
 
@@ -45,24 +46,27 @@ class Retriever(Protocol):
 
 
 class BM25Retriever:
-    """Okapi BM25 (bm25s, Lucene variant, English stopwords) over the passage texts."""
+    """Okapi BM25 (bm25s, Lucene variant) over the passage texts, English stopwords removed
+    and words reduced to their Snowball stems ("received" = "receive"), as Lucene's English
+    analyzer does."""
 
     name = "bm25"
 
     def __init__(self, passages: Sequence[Passage]) -> None:
         import bm25s
+        import Stemmer
 
         # bm25s sets its own logger to DEBUG on import: its index chatter is not ours to show.
         logging.getLogger("bm25s").setLevel(logging.WARNING)
         self.passages = list(passages)
+        self._stemmer = Stemmer.Stemmer("english")
         self._bm25 = bm25s.BM25()
         self._bm25.index(self._tokens([p.text for p in self.passages]), show_progress=False)
 
-    @staticmethod
-    def _tokens(texts: list[str]) -> object:
+    def _tokens(self, texts: list[str]) -> object:
         import bm25s
 
-        return bm25s.tokenize(texts, stopwords="en", show_progress=False)
+        return bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer, show_progress=False)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         if not queries or not self.passages:
@@ -80,19 +84,30 @@ class BM25Retriever:
 
 
 class DenseRetriever:
-    """Cosine similarity of embedder vectors (unit rows, so a dot product)."""
+    """Cosine similarity of embedder vectors (unit rows, so a dot product). Models trained
+    with instructions (e5) get their query and passage prefixes."""
 
     name = "dense"
 
-    def __init__(self, passages: Sequence[Passage], embedder: Embedder) -> None:
+    def __init__(
+        self,
+        passages: Sequence[Passage],
+        embedder: Embedder,
+        *,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
         self.passages = list(passages)
         self.embedder = embedder
-        self._matrix = np.asarray(embedder.embed([p.text for p in self.passages]), np.float32)
+        self.query_prefix = query_prefix
+        texts = [passage_prefix + p.text for p in self.passages]
+        self._matrix = np.asarray(embedder.embed(texts), np.float32)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         if not queries or not self.passages:
             return [[] for _ in queries]
-        scores = np.asarray(self.embedder.embed(list(queries)), np.float32) @ self._matrix.T
+        vectors = self.embedder.embed([self.query_prefix + q for q in queries])
+        scores = np.asarray(vectors, np.float32) @ self._matrix.T
         n = min(k, len(self.passages))
         top = np.argpartition(-scores, n - 1, axis=1)[:, :n]
         results = []
@@ -107,8 +122,11 @@ class TemporalRetriever:
 
     name = "temporal"
 
-    def __init__(self, base: Retriever, superseded_evidence: Iterable[str] = ()) -> None:
+    def __init__(
+        self, base: Retriever, superseded_evidence: Iterable[str] = (), pool: int = TEMPORAL_POOL
+    ) -> None:
         self.base = base
+        self.pool = pool
         self.superseded = [" ".join(t.split()) for t in superseded_evidence if t and t.strip()]
 
     def _states_superseded(self, passage: Passage) -> bool:
@@ -116,7 +134,7 @@ class TemporalRetriever:
         return any(s in text for s in self.superseded)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        pools = self.base.search(queries, max(k * TEMPORAL_POOL, 20))
+        pools = self.base.search(queries, max(k * self.pool, 20))
         results = []
         for pool in pools:
             kept = [h for h in pool if h.passage.current or not self._states_superseded(h.passage)]
@@ -131,8 +149,12 @@ def make_retriever(
     *,
     embedder: Embedder | None = None,
     superseded_evidence: Iterable[str] = (),
+    query_prefix: str = "",
+    passage_prefix: str = "",
+    temporal_pool: int = TEMPORAL_POOL,
 ) -> Retriever | None:
-    """The retriever called ``name`` over ``passages`` (None for ``none``: closed book)."""
+    """The retriever called ``name`` over ``passages`` (None for ``none``: closed book);
+    the prefixes go to a dense embedder, ``temporal_pool`` to the temporal re-ranking."""
     if name == "none":
         return None
     if name == "bm25":
@@ -141,5 +163,9 @@ def make_retriever(
         raise WikidriftError(f"retriever {name!r}: allowed: {', '.join(RETRIEVERS)}")
     if embedder is None:
         raise WikidriftError(f"the {name} retriever needs an embedder")
-    dense = DenseRetriever(passages, embedder)
-    return dense if name == "dense" else TemporalRetriever(dense, superseded_evidence)
+    dense = DenseRetriever(
+        passages, embedder, query_prefix=query_prefix, passage_prefix=passage_prefix
+    )
+    if name == "dense":
+        return dense
+    return TemporalRetriever(dense, superseded_evidence, pool=temporal_pool)

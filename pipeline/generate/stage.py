@@ -71,7 +71,7 @@ from pipeline.generate.selection import (
 )
 from pipeline.labeling import labels_dir, read_labels
 from pipeline.models.embedder import Embedder
-from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
 from pipeline.shards import ShardedOutput, chunked
 from pipeline.snapshot import is_complete, read_table, snapshot_dir
 from pipeline.storage import file_sha256, read_parquet, write_json_atomic
@@ -274,6 +274,7 @@ def _complete(backend: LLMBackend, requests: list[LLMRequest], usage: Counter) -
         raise WikidriftError(
             f"backend {backend.backend_id} answered {len(responses)} of {len(requests)} requests"
         )
+    require_answered(responses, backend)
     usage["batches"] += 1
     usage["requests"] += len(requests)
     for r in responses:

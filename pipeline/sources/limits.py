@@ -23,6 +23,10 @@ class SourceLimits:
     max_page_xml_bytes: int = 32 * MiB
     # Decompressed bytes of one bz2 stream of a multistream dump (100 pages).
     max_stream_bytes: int = 256 * MiB
+    # A dump file read whole: past max_stream_bytes inflated, reading stops once the inflated
+    # bytes exceed this many times the compressed bytes read (real dumps stay under 20x; a
+    # bz2 bomb inflates about a million times, and its time, not memory, was unbounded).
+    max_inflation_ratio: int = 1000
     # One HTTP answer after gzip decoding (API answers, dumpstatus.json, one stream's bytes).
     max_response_bytes: int = 64 * MiB
     # Total time of one HTTP request, headers and body.

@@ -28,6 +28,7 @@ import urllib3.connection
 from requests.adapters import HTTPAdapter
 
 from pipeline.errors import SourceError, UnknownHostError
+from pipeline.redact import without_credentials
 
 # "Name or service not known" and "No address associated with hostname"; a resolver that is
 # only down answers EAI_AGAIN ("Temporary failure in name resolution"), which stays retried.
@@ -298,25 +299,16 @@ def open_response(
         resp.close()
         if not redirect_allowed(source, target, allowed_hosts):
             raise RedirectRefusedError(
-                f"{_redact(source)} redirects to {_redact(target)}: not followed, a redirect "
-                "may only stay on the same host (list other hosts in limits.redirect_hosts)"
+                f"{without_credentials(source)} redirects to {without_credentials(target)}: "
+                "not followed, a redirect may only stay on the same host (list other hosts in "
+                "limits.redirect_hosts)"
             )
         if _origin(target)[1] != _origin(source)[1]:
             for name in _PRIVATE_HEADERS:
                 sent_headers.pop(name, None)
         params = None  # the Location carries the full query
         current = target
-    raise RedirectRefusedError(f"{_redact(url)}: more than {max_redirects} redirects")
-
-
-def _redact(url: str) -> str:
-    """``url`` without ``user:password@`` (messages must not print credentials)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
+    raise RedirectRefusedError(f"{without_credentials(url)}: more than {max_redirects} redirects")
 
 
 def read_body(

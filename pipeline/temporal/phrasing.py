@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pipeline import progress
 from pipeline.generate.items import FieldError, field_value
 from pipeline.generate.prompts import load_prompt
-from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
+from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
 from pipeline.temporal.questions import QuestionSpec, spoken_date
 from pipeline.validate import (
     contains_normalized,
@@ -158,4 +158,5 @@ def phrase_questions(specs: Sequence[QuestionSpec], backend: LLMBackend) -> list
     responses = backend.complete_many(
         [phrasing_request(s) for s in specs], on_response=lambda _i, _r: progress.advance()
     )
+    require_answered(responses, backend)
     return [read_phrasing(s, r) for s, r in zip(specs, responses, strict=True)]

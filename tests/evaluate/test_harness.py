@@ -4,6 +4,7 @@ after an interruption, and the temporal kinds (list answers, per-interval accura
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
+from pipeline.config import EvaluateConfig
 from pipeline.evaluate import metrics
 from pipeline.evaluate.harness import evaluate_release
 from pipeline.models.llm.base import LLMRequest
@@ -174,7 +176,11 @@ def test_resume_after_an_interruption_repeats_no_call(workdir: Path) -> None:
         backend = StopAfter(llm_from_config(cfg, workdir).backend, batches=2)
         with pytest.raises(KeyboardInterrupt):
             evaluate_release(
-                workdir, RELEASE, backend=backend, kinds=["qa", "dialogue"], batch_size=4
+                workdir,
+                RELEASE,
+                backend=backend,
+                kinds=["qa", "dialogue"],
+                settings=EvaluateConfig(batch_size=4),
             )
         first = len(server.chat_requests)
         assert first == 8
@@ -270,3 +276,46 @@ def test_temporal_kinds_list_answers_and_intervals(workdir: Path) -> None:
     early = next(p for p in run.predictions if p["item_id"] == "q1@0")
     assert early["as_of"] == "2024-01-01"
     assert early["retrieved"] and all(h["snapshot"] == "2024-01-01" for h in early["retrieved"])
+
+
+def test_the_release_temporal_tables_score_full_marks_for_an_oracle(workdir: Path) -> None:
+    """The temporal layer's own tables (not hand-made rows) go through the harness: an
+    oracle that gives every gold answer, as of the date it is asked, scores 100."""
+    questions = read_release_table(workdir, RELEASE, "temporal_qa").to_pylist()
+    intervals = read_release_table(workdir, RELEASE, "timelines").to_pylist()
+    assert questions and intervals
+    # the scripted phrasings repeat: only a question whose text is unique has one answer
+    texts = Counter(q["question"] for q in questions)
+    golds = {q["question"]: "; ".join(q["answer"]) for q in questions if texts[q["question"]] == 1}
+    assert len(golds) >= len(questions) / 2
+    keys = Counter((r["question"], r["interval_start"]) for r in intervals)
+    by_date = {
+        (r["question"], r["interval_start"]): r["answer"]
+        for r in intervals
+        if keys[(r["question"], r["interval_start"])] == 1
+    }
+
+    def respond(request: LLMRequest) -> str:
+        date = request.messages[0]["content"].split("Today is ", 1)[1][:10]
+        question = _line_after(request.messages[-1]["content"], "Question: ")
+        return json.dumps({"answer": by_date.get((question, date)) or golds.get(question, "")})
+
+    run = evaluate_release(
+        workdir, RELEASE, backend=ScriptedBackend(respond), kinds=["temporal_qa", "timelines"]
+    )
+    assert run.counts["temporal_qa"]["all"] == len(questions)
+    assert set(run.metrics["temporal_qa"]["by_category"]) <= {"C1", "C2", "C3"}
+    unique = {q["question_id"] for q in questions if q["question"] in golds}
+    scored = [p for p in run.predictions if p["kind"] == "temporal_qa"]
+    assert all(p["em"] == 1.0 for p in scored if p["item_id"] in unique)
+    asked = [r for r in intervals if r["interval_start"] <= RELEASE]
+    assert run.counts["timelines"]["all"] == len(asked) > 0
+    known = {
+        f"{r['question_id']}@{r['interval_idx']}": r["interval_start"]
+        for r in asked
+        if (r["question"], r["interval_start"]) in by_date
+    }
+    assert len(known) >= 10
+    for p in run.predictions:
+        if p["kind"] == "timelines" and p["item_id"] in known:
+            assert p["correct"] and p["as_of"] == known[p["item_id"]], p

@@ -119,3 +119,55 @@ def test_make_retriever(corpus: list, offline_embedder) -> None:
         make_retriever("dense", corpus)
     with pytest.raises(WikidriftError, match="allowed"):
         make_retriever("tfidf", corpus)
+
+
+class RecordingEmbedder:
+    """The offline embedder, remembering every text it was given."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.texts_embedded = 0
+        self.seen: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts):
+        self.seen += list(texts)
+        return self.inner.embed(texts)
+
+
+def test_dense_prefixes_queries_and_passages_and_temporal_pool(
+    corpus: list, offline_embedder
+) -> None:
+    recorder = RecordingEmbedder(offline_embedder)
+    retriever = make_retriever(
+        "temporal",
+        corpus[:30],
+        embedder=recorder,
+        query_prefix="query: ",
+        passage_prefix="passage: ",
+        temporal_pool=7,
+    )
+    assert len(recorder.seen) == 30 and all(t.startswith("passage: ") for t in recorder.seen)
+    hits = retriever.search(["Who founded it?"], 2)[0]
+    assert recorder.seen[-1] == "query: Who founded it?"
+    assert retriever.pool == 7 and len(hits) == 2
+
+
+def test_bm25_matches_inflected_words() -> None:
+    from pipeline.evaluate.corpus import Passage, passage_id
+
+    texts = [
+        "Karpathy received a PhD from Stanford University in 2015.",
+        "Andrej Karpathy was born in Bratislava and moved to Toronto with his family.",
+        "Andrej Karpathy joined OpenAI as a founding member of the research group.",
+    ]
+    passages = [
+        Passage(passage_id(t), 1, "Andrej Karpathy", (t,), ("2025-01-01",), True) for t in texts
+    ]
+    # "receive" only meets "received" through their common stem
+    hits = BM25Retriever(passages).search(["When did Andrej Karpathy receive it?"], 1)
+    assert hits[0][0].passage.text == texts[0]

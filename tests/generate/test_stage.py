@@ -340,6 +340,35 @@ def test_changed_inputs_or_force_regenerate(gen_workdir: Path, minilm: Embedder)
     assert other_model.calls == 2 * calls
 
 
+def test_an_endpoint_that_does_not_answer_stops_the_stage_and_loses_nothing(
+    gen_workdir: Path, minilm: Embedder
+) -> None:
+    """A dead server is no answer: recording its failures as rejected items would replace
+    good items for good (with --force) or hide them; the stage stops, the re-run resumes."""
+    import socket
+
+    from pipeline.models.llm.base import LLMUnavailableError
+    from pipeline.models.llm.openai_backend import OpenAIBackend
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again before use: nothing listens there
+    dead = OpenAIBackend(
+        "served-model", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0
+    )
+    with pytest.raises(LLMUnavailableError, match="did not answer .* re-run to resume"):
+        generate_items(
+            gen_workdir, OLD, previous=None, backend=dead, embedder=minilm, cfg=CFG,
+            page_ids=PAIR,
+        )  # fmt: skip
+    assert not (generated_dir(gen_workdir, OLD) / "run.json").exists()
+    summary = generate_items(
+        gen_workdir, OLD, previous=None, backend=ScriptedBackend(good_answer), embedder=minilm,
+        cfg=CFG, page_ids=PAIR,
+    )  # fmt: skip
+    assert summary.llm["errors"] == 0 and summary.kept > 0
+
+
 def test_page_filter_switches_and_errors(gen_workdir: Path, minilm: Embedder) -> None:
     backend = ScriptedBackend(good_answer)
     only_qa = CFG.model_copy(update={"dialogue": False, "quadruples": False})

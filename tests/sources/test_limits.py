@@ -95,10 +95,11 @@ def test_local_bomb_stream_is_skipped_the_rest_delivered(
     assert peak < 100 * MiB, f"peak {peak / MiB:.0f} MiB on a 300 MiB bomb"
 
 
-def test_local_bomb_without_index_streams_past_it(
-    bomb: BuiltDump, three: list[dict[str, Any]], tmp_path: Path
+def test_local_bomb_without_index_stops_reading_at_it(
+    bomb: BuiltDump, three: list[dict[str, Any]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # No index beside it: one streaming pass over the whole file, bomb included.
+    # No index beside it: one streaming pass over the whole file, which a bomb can only be
+    # passed by inflating; at 256 MiB (limits.max_stream_bytes) and 1000x, reading stops.
     lone = tmp_path / "dump.xml.bz2"
     lone.symlink_to(bomb.data)
     source = DumpSource.local(lone)
@@ -108,10 +109,52 @@ def test_local_bomb_without_index_streams_past_it(
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert {r.page_id for r in revs} == _ids(three)
-    (entry,) = source.not_delivered()
-    assert entry.startswith(f"{BOMB_TITLE} (page XML over the {DEFAULT_LIMITS.max_page_xml_bytes}")
+    assert {r.page_id for r in revs} == {i for i in _ids(three) if i < BOMB_ID}
+    assert "limits.max_inflation_ratio" in caplog.text
     assert peak < 150 * MiB, f"peak {peak / MiB:.0f} MiB on a 300 MiB bomb"
+
+
+def test_whole_file_read_stops_at_a_bomb_past_its_inflation_bound(
+    bomb: BuiltDump, three: list[dict[str, Any]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without an index a bomb can only be passed by inflating it, which takes time without
+    bound: past limits.max_stream_bytes at a bomb's ratio, reading stops with a warning."""
+    lone = tmp_path / "dump.xml.bz2"
+    lone.symlink_to(bomb.data)
+    small = SourceLimits(max_stream_bytes=8 * MiB, max_page_xml_bytes=4 * MiB)
+    start = time.monotonic()
+    revs = list(iter_dump_file(lone, ArticleSelection(), None, limits=small, verify_sha1=False))
+    elapsed = time.monotonic() - start
+    # the pages before the bomb arrive; the bomb and what follows it do not
+    before = {i for i in _ids(three) if i < BOMB_ID}
+    assert {r.page_id for r in revs} == before
+    assert "limits.max_inflation_ratio" in caplog.text and "not delivered" in caplog.text
+    # 8 MiB inflated of 300
+    assert elapsed < 30, f"{elapsed:.1f} s"
+    # real dumps stay far below the ratio: the default bound never stops the fixture's pages
+    assert SourceLimits().max_inflation_ratio >= 100
+
+
+def test_a_page_of_many_tiny_revisions_stays_flat(tmp_path: Path) -> None:
+    """Each finished revision resets the per-page byte count, so only detaching it from its
+    page bounds memory: 10 million tiny revisions (a 230 KB bz2 file) held 1.25 GB before."""
+    n = 150_000
+    revision = "<revision><id>1</id><timestamp>2024-01-01T00:00:00Z</timestamp><text>x</text>"
+    path = tmp_path / "revisions.xml"
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write("<mediawiki><page><title>Many</title><ns>0</ns><id>7</id>\n")
+        for _ in range(n // 1000):
+            fh.write(f"{revision}</revision>" * 1000)
+        fh.write("</page></mediawiki>\n")
+    tracemalloc.start()
+    try:
+        revs = list(iter_dump_file(path, ArticleSelection(), None, verify_sha1=False))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [r.page_id for r in revs] == [7]
+    # Kept in the tree, the cleared revisions alone took over 10 MiB here.
+    assert peak < 6 * MiB, f"peak {peak / MiB:.1f} MiB for {n} revisions of one page"
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")

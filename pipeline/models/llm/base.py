@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pipeline.errors import WikidriftError
+
 
 @dataclass(frozen=True)
 class LLMRequest:
@@ -65,6 +67,28 @@ class LLMResponse:
     cached: bool = False
     error: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+
+class LLMUnavailableError(WikidriftError):
+    """The LLM endpoint did not answer (see :func:`require_answered`)."""
+
+
+# ``LLMResponse.meta`` key set on a failure where the endpoint gave no answer at all: refused
+# or timed-out connections, 408 / 409 / 429 / 5xx after every retry.
+UNANSWERED = "unanswered"
+
+
+def require_answered(responses: list[LLMResponse], backend: LLMBackend) -> None:
+    """Raise :class:`LLMUnavailableError` when some requests got no answer from the endpoint
+    (not a bad answer: none). Recording those as failed items would lose them for good; the
+    answers that did arrive were cached as they came, so a re-run asks only for the rest."""
+    missing = [r for r in responses if r.error is not None and r.meta.get(UNANSWERED)]
+    if missing:
+        raise LLMUnavailableError(
+            f"the LLM ({backend.backend_id}:{backend.model}) did not answer {len(missing)} of "
+            f"{len(responses)} requests ({missing[0].error}); the answers that arrived are "
+            "cached: re-run to resume"
+        )
 
 
 class LLMBackend(Protocol):

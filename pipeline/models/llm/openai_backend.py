@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pipeline.errors import ConfigError
-from pipeline.models.llm.base import EndpointIdentity, LLMRequest, LLMResponse, OnResponse
+from pipeline.models.llm.base import (
+    UNANSWERED,
+    EndpointIdentity,
+    LLMRequest,
+    LLMResponse,
+    OnResponse,
+)
 from pipeline.models.llm.costs import BudgetExceededError, CostLedger
 from pipeline.models.llm.parsing import extract_json, with_json_instruction
 
@@ -571,9 +577,13 @@ class OpenAIBackend:
         prefix = f"HTTP {status}: " if status is not None else f"{type(exc).__name__}: "
         if attempts > 1:
             prefix = f"gave up after {attempts} attempts: {prefix}"
+        import openai
+
+        transport = isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError))
+        busy = status is not None and (status in RETRYABLE_STATUS or status >= 500)
         return LLMResponse(
             text="",
             model=self.model,
             error=prefix + _error_text(exc),
-            meta={"attempts": attempts, "status": status},
+            meta={"attempts": attempts, "status": status, UNANSWERED: transport or busy},
         )

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.errors import ConfigError
 from pipeline.models.llm import make_llm
-from pipeline.models.llm.base import LLMRequest
+from pipeline.models.llm.base import UNANSWERED, LLMRequest
 from pipeline.models.llm.cache import CachedLLM, LLMCallCache
 from pipeline.models.llm.costs import BudgetExceededError, CostLedger
 from pipeline.models.llm.openai_backend import OpenAIBackend, retry_after_seconds
@@ -162,6 +162,7 @@ def test_persistent_failure_is_a_response_not_an_exception(server: OpenAIServer)
     assert responses[0].error.startswith("gave up after 3 attempts: HTTP 503")
     assert responses[0].parsed is None
     assert len(server.chat_requests) == 3 and len(sleeps) == 2
+    assert responses[0].meta[UNANSWERED]  # the endpoint never answered: not the item's fault
 
 
 def test_non_retryable_4xx_fails_at_once(server: OpenAIServer) -> None:
@@ -171,6 +172,7 @@ def test_non_retryable_4xx_fails_at_once(server: OpenAIServer) -> None:
     assert "HTTP 400" in (responses[1].error or "") and "content policy" in (
         responses[1].error or ""
     )
+    assert not responses[1].meta[UNANSWERED]  # an answer, a refusal of this request
     assert len(server.chat_requests) == 3
 
 
@@ -189,7 +191,7 @@ def test_connection_errors_are_retried_then_reported() -> None:
     )
     [response] = backend.complete_many([_request(1)])
     assert response.error is not None and "APIConnectionError" in response.error
-    assert len(sleeps) == 1
+    assert len(sleeps) == 1 and response.meta[UNANSWERED]
 
 
 def test_malformed_json_content_gives_parsed_none(server: OpenAIServer) -> None:
