@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.config import load_config  # noqa: E402
+from pipeline.config import Config, load_config  # noqa: E402
 from pipeline.evaluate.corpus import build_corpus  # noqa: E402
 from pipeline.evaluate.harness import evaluate_release  # noqa: E402
 from pipeline.evaluate.retrievers import make_retriever  # noqa: E402
@@ -38,10 +38,9 @@ def figure(name: str, value: float, unit: str = "") -> None:
     print(f"{name}: {shown}{(' ' + unit) if unit else ''}")
 
 
-def bench_retrieval(workdir: Path, release: str, embedder_spec: str, queries_n: int) -> None:
-    """Corpus, index and search figures for the corpus of ``release``."""
-    from pipeline.models.embedder import load_embedder
-
+def bench_retrieval(workdir: Path, release: str, cfg: Config, queries_n: int) -> None:
+    """Corpus, index and search figures for the corpus of ``release``, with the retrievers
+    ``wikidrift evaluate`` builds from ``cfg``."""
     start = time.perf_counter()
     passages = build_corpus(workdir, release)
     figure("corpus_build_s", time.perf_counter() - start, "s")
@@ -49,10 +48,18 @@ def bench_retrieval(workdir: Path, release: str, embedder_spec: str, queries_n: 
     figure("passages_current", sum(p.current for p in passages))
     sentences = [s for p in passages for s in p.sentences if len(s) > 40]
     queries = random.Random(0).sample(sentences, min(queries_n, len(sentences)))
-    embedder = load_embedder(embedder_spec)
+    embedder = retrieval_embedder(cfg)
     for name in ("bm25", "dense", "temporal"):
         start = time.perf_counter()
-        retriever = make_retriever(name, passages, embedder=embedder)
+        retriever = make_retriever(
+            name,
+            passages,
+            embedder=embedder,
+            query_prefix=cfg.evaluate.query_prefix,
+            passage_prefix=cfg.evaluate.passage_prefix,
+            temporal_pool=cfg.evaluate.temporal_pool,
+        )
+        assert retriever is not None
         figure(f"{name}_index_s", time.perf_counter() - start, "s")
         start = time.perf_counter()
         hits = retriever.search(queries, 3)
@@ -120,9 +127,9 @@ def main() -> None:
             start = time.perf_counter()
             build_wikisnap_snapshots(Path(tmp), WIKISNAP_DATES, ids, SentenceSplitter())
             figure("snapshots_build_s", time.perf_counter() - start, "s")
-            bench_retrieval(Path(tmp), WIKISNAP_DATES[-1], cfg.models.embedder, args.queries)
+            bench_retrieval(Path(tmp), WIKISNAP_DATES[-1], cfg, args.queries)
         return
-    bench_retrieval(args.workdir, args.release, cfg.models.embedder, args.queries)
+    bench_retrieval(args.workdir, args.release, cfg, args.queries)
     if not args.no_model:
         kinds = [k for k in args.kinds.split(",") if k]
         bench_model(args.workdir, args.release, args.model, args.retriever, kinds)

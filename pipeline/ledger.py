@@ -177,6 +177,12 @@ def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
     return LedgerSummary(**json.loads(path.read_text()))
 
 
+def previous_snapshot(workdir: str | Path, snapshot: str) -> str | None:
+    """The snapshot the ledger was maintained from on its way to ``snapshot`` (None: the
+    first)."""
+    return read_ledger_summary(workdir, snapshot).previous
+
+
 _PUNCT = re.compile(r"[^\w\s]")
 
 

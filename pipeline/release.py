@@ -47,7 +47,13 @@ from pipeline.config import Config
 from pipeline.config import config_hash as compute_config_hash
 from pipeline.errors import WikidriftError
 from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
-from pipeline.ledger import ledger_dir, read_evidence, read_items, read_ledger_summary
+from pipeline.ledger import (
+    ledger_dir,
+    previous_snapshot,
+    read_evidence,
+    read_items,
+    read_ledger_summary,
+)
 from pipeline.redact import redact_config, redact_value
 from pipeline.snapshot import read_table, sentence_texts
 from pipeline.storage import (
@@ -228,11 +234,6 @@ def read_release_table(workdir: str | Path, snapshot: str, name: str) -> pa.Tabl
         expected_table=f"release_{name}" if name != "sentence_labels" else "sentence_labels",
         max_schema_version=SCHEMA_VERSION,
     )
-
-
-def _previous_snapshot(workdir: Path, snapshot: str) -> str | None:
-    state = read_ledger_summary(workdir, snapshot)
-    return state.previous
 
 
 # --------------------------------------------------------------------------- tables
@@ -520,7 +521,7 @@ def _build_release(
             f"{aside} exists, but revision {revision - 1} is the current release: move that "
             "folder away, then run this again"
         )
-    previous = _previous_snapshot(workdir, snapshot)
+    previous = previous_snapshot(workdir, snapshot)
     prev_release = previous if previous in list_releases(workdir) else None
     tables = release_item_tables(workdir, snapshot)
     tables["sentence_labels"] = (

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from pipeline import progress
 from pipeline.config import EvaluateConfig
 from pipeline.errors import WikidriftError
@@ -91,7 +89,7 @@ class EvalRun:
 # --------------------------------------------------------------------------- items
 def _optional_table(workdir: Path, release: str, name: str) -> list[dict[str, Any]] | None:
     path = release_dir(workdir, release) / f"{name}.parquet"
-    return pq.read_table(path).to_pylist() if path.exists() else None
+    return read_release_table(workdir, release, name).to_pylist() if path.exists() else None
 
 
 def qa_items(workdir: Path, release: str) -> list[EvalItem]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.generate.prompts import load_prompt
-from pipeline.ledger import ledger_dir, read_ledger_summary
+from pipeline.ledger import ledger_dir, previous_snapshot
 from pipeline.models.llm.base import LLMBackend
 from pipeline.storage import (
     file_sha256,
@@ -132,7 +132,7 @@ def _phrase(
     from pipeline.release import release_item_tables
 
     started = time.monotonic()
-    previous = read_ledger_summary(workdir, snapshot).previous
+    previous = previous_snapshot(workdir, snapshot)
     generator = f"{backend.backend_id}:{backend.model}"
     digest = _digest(workdir, snapshot, previous, max_new)
     out = temporal_dir(workdir, snapshot)

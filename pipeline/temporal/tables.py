@@ -30,9 +30,9 @@ from pipeline.labeling import read_labels
 from pipeline.ledger import (
     ledger_snapshots,
     normalize_key,
+    previous_snapshot,
     read_evidence,
     read_items,
-    read_ledger_summary,
 )
 from pipeline.temporal.questions import Fact, QuestionSpec, current_spec, facts_from_rows
 from pipeline.temporal.stage import read_questions
@@ -148,10 +148,6 @@ def _live_questions(stored: list[dict], facts: list[Fact]) -> list[tuple[Questio
 
 
 # --------------------------------------------------------------------------- timelines
-def _ledger_previous(workdir: Path, snapshot: str) -> str | None:
-    return read_ledger_summary(workdir, snapshot).previous
-
-
 def _qa_chain_rows(workdir: Path, items: list[dict]) -> list[dict]:
     """Two intervals per changed QA pair: its earlier answer from the snapshot before it was
     made, its current answer from then until its evidence changed (or still open)."""
@@ -161,7 +157,7 @@ def _qa_chain_rows(workdir: Path, items: list[dict]) -> list[dict]:
         by_snapshot[it["created_snapshot"]].append(it)
     rows: list[dict] = []
     for created, group in sorted(by_snapshot.items()):
-        before = _ledger_previous(workdir, created)
+        before = previous_snapshot(workdir, created)
         if before is None:
             continue
         labels = read_labels(workdir, before, created)
@@ -364,7 +360,7 @@ def temporal_tables(
     for snap in ledger_snapshots(workdir):
         if snap > snapshot:
             break
-        before = _ledger_previous(workdir, snap)
+        before = previous_snapshot(workdir, snap)
         if before is not None:
             edges += _sentence_edges(workdir, before, snap)
     edges += _fact_edges(facts)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
@@ -19,6 +18,7 @@ from pipeline.evaluate.harness import evaluate_release
 from pipeline.models.llm.base import LLMRequest
 from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.release import read_release_table, release_dir
+from pipeline.storage import write_parquet_atomic
 from tests.conftest import STAGE_DATES, copy_workdir
 from tests.servers.openai_server import OpenAIServer, last_user_text
 
@@ -194,7 +194,7 @@ def test_resume_after_an_interruption_repeats_no_call(workdir: Path) -> None:
 
 def _temporal_tables(workdir: Path) -> None:
     out = release_dir(workdir, RELEASE)
-    pq.write_table(
+    write_parquet_atomic(
         pa.Table.from_pylist(
             [
                 {
@@ -218,6 +218,8 @@ def _temporal_tables(workdir: Path) -> None:
             ]
         ),
         out / "temporal_qa.parquet",
+        table_name="release_temporal_qa",
+        schema_version=2,
     )
     rows = []
     for idx, (start, end, answer) in enumerate(
@@ -239,7 +241,12 @@ def _temporal_tables(workdir: Path) -> None:
                 "evidence_text": "",
             }
         )
-    pq.write_table(pa.Table.from_pylist(rows), out / "timelines.parquet")
+    write_parquet_atomic(
+        pa.Table.from_pylist(rows),
+        out / "timelines.parquet",
+        table_name="release_timelines",
+        schema_version=2,
+    )
 
 
 def test_temporal_kinds_list_answers_and_intervals(workdir: Path) -> None:
