@@ -81,9 +81,11 @@ def report(label: str, summary, seconds: float) -> int:
     print(f"{label}_kept={json.dumps(kept)} dialogue_turns={c['dialogue']['total']}")
     for kind, reasons in summary.rejects_by_kind.items():
         print(f"{label}_rejects_{kind}={json.dumps(reasons, sort_keys=True)}")
-    # attempts = generation requests; qa_check requests only ask kept pairs back
+    # attempts = first generation requests; qa_check asks valid pairs back, qa_retry re-asks rejects
     qa_attempts = sum(
-        v for k, v in summary.requests.items() if k.startswith("qa_") and k != "qa_check"
+        v
+        for k, v in summary.requests.items()
+        if k.startswith("qa_") and k not in ("qa_check", "qa_retry")
     )
     if qa_attempts:
         print(f"{label}_qa_kept_share={kept['qa'] / qa_attempts:.2f} ({kept['qa']}/{qa_attempts})")

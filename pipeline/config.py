@@ -113,7 +113,7 @@ class ModelsConfig(_Section):
     embedder: str = "packaged:all-MiniLM-L6-v2"
     nli: str = ""  # "" = no NLI model (offline profile)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    embed_batch_size: int = Field(64, ge=1)
+    embed_batch_size: int = Field(0, ge=0)  # 0 = auto: 8 on a CPU, 64 on a GPU
     nli_batch_size: int = Field(32, ge=1)
 
 
@@ -177,6 +177,8 @@ class GenerationConfig(_Section):
     answer_max_words: int = Field(10, ge=1)
     # Ask every kept question back with only its evidence in view; keep pairs whose answers agree.
     qa_answer_check: bool = True
+    # A rejected QA request gets one more try, told in plain words what was wrong.
+    qa_retry: bool = True
     seed: int = 0
     # Background text for new / changed QA can be several paragraphs: cap it to bound prompt cost.
     source_context_max_chars: int = Field(2000, ge=0)

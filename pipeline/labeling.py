@@ -227,7 +227,8 @@ def _stat_calls(stats: LabelingStats) -> dict[str, int]:
 
 
 def _rows_table(rows: list[SentenceLabel]) -> pa.Table:
-    return pa.Table.from_pylist([asdict(r) for r in rows], schema=LABELS_SCHEMA)
+    # vars(), not asdict(): asdict deep-copies every field of ~5k rows a pair (0.3 s).
+    return pa.Table.from_pylist([vars(r) for r in rows], schema=LABELS_SCHEMA)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,9 @@ REASONS: dict[str, str] = {
     "object_is_date": "a quadruple's object is a date or a time phrase ('shortly after the "
     "title'): dates belong in the timestamp",
     "relation_not_stated": "the sentence does not state that relation of that subject: it says "
-    "'not' before the verb, another name does it, or a field is cut off or repeats the object",
+    "'not' before the verb, another name does it, the roles are reversed ('was indicted' where "
+    "the sentence indicts the object), the relation is no verb phrase (a linking word, a name "
+    "in it), or a field is cut off or repeats the object",
     "vague_entity": "a quadruple's subject or object is 'he' or 'the company', not a name",
 }
 
@@ -606,6 +608,14 @@ _AUXILIARIES = frozenset(
 )
 _NEGATIONS = frozenset({"not", "never", "no", "neither", "nor"})
 _WORD = re.compile(r"[\w'’-]+")
+# Words that cannot carry a relation on their own ("with", "including": a list's glue).
+_FUNCTION_WORDS = frozenset(
+    "with including of in on at for as by from to and or like such than into about over under "  # noqa: SIM905
+    "between among via per plus the a an".split()
+)
+# "was indicted": a passive relation whose subject undergoes the verb.
+_PASSIVE = re.compile(r"^(?:(?:has|have|had) been|was|were|is|are|be|been|being)\s+(\w+)\b", re.I)
+_BE_FORMS = frozenset("is are was were be been being".split())  # noqa: SIM905
 _BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
 
 
@@ -635,6 +645,17 @@ def _relation_not_stated(quad: Quadruple, subject_in_text: bool) -> str:
         return f"relation {quad.relation!r} runs into a list"
     if contains_normalized(quad.object, quad.relation):
         return f"relation {quad.relation!r} already holds the object"
+    rel_words = _WORD.findall(quad.relation)
+    if rel_words and all(w.lower() in _FUNCTION_WORDS for w in rel_words):
+        return f"relation {quad.relation!r} is only a linking word"
+    # A relation is a lowercase verb phrase; a name in it belongs in the subject or object
+    # ("Jack Smith | U. S. representative Rick Renzi | ..."). Acronyms such as CEO pass.
+    named = [w for w in rel_words[1:] if not w.islower() and not (w.isupper() and len(w) <= 4)]
+    if named:
+        return f"relation {quad.relation!r} holds a name ({named[0]})"
+    inverted = _inverted_passive(quad)
+    if inverted:
+        return inverted
     negated = {w.lower() for w in quad.relation.split()} & _NEGATIONS
     # "Mercedes supplies" names the subject "Mercedes-Benz" (title "Mercedes-Benz in F1")
     own_words = {w.lower() for w in re.findall(r"\w+", f"{quad.title} {quad.subject}")}
@@ -648,6 +669,27 @@ def _relation_not_stated(quad: Quadruple, subject_in_text: bool) -> str:
         named = doer[:1].isupper() and not set(re.findall(r"\w+", doer.lower())) <= own_words
         if not subject_in_text and named:
             return f"{doer!r} does it in the sentence ({doer} {words[i]})"
+    return ""
+
+
+def _inverted_passive(quad: Quadruple) -> str:
+    """Why a passive relation ("was indicted") reverses the sentence's roles, or "": the
+    sentence puts the verb in the active, right before the object ("a grand jury indicted
+    Trump" read as "Jack Smith | was indicted | Trump")."""
+    m = _PASSIVE.match(quad.relation.strip())
+    if not m or "by" in quad.relation.lower().split():
+        return ""
+    verb = m.group(1).lower()
+    obj = [w.lower() for w in _WORD.findall(quad.object) if w.lower() not in ("the", "a", "an")]
+    if not obj:
+        return ""
+    words = [w.lower() for w in _WORD.findall(quad.evidence_text)]
+    for i, w in enumerate(words[:-1]):
+        if w != verb or (i and words[i - 1] in _BE_FORMS):
+            continue
+        after = [x for x in words[i + 1 : i + 3] if x not in ("the", "a", "an")]
+        if after and after[0] == obj[0]:
+            return f"the sentence says {w} {quad.object!r} in the active: the roles are reversed"
     return ""
 
 

@@ -12,6 +12,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from pipeline.ledger import normalize_key
 from pipeline.models.llm.base import LLMRequest
@@ -125,6 +126,8 @@ def _tag(text: str) -> str:
 
 def good_answer(request: LLMRequest) -> str:
     """A correct answer for any of the generation / contradiction / temporal prompts."""
+    if request.purpose == "qa_retry":  # a second try: the first prompt answered well
+        return good_answer(replace(request, purpose=request.schema_name))
     if request.purpose == "temporal_question":
         return json.dumps({"question": _temporal_question(request)})
     title = title_of(request)

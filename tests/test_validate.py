@@ -901,6 +901,89 @@ def test_a_relation_the_sentence_does_not_state_is_rejected(
     assert why in verdict.detail
 
 
+INDICTED = (
+    "On June 8, 2023, a grand jury indicted Trump on seven federal criminal charges related to "
+    "his handling of classified documents."
+)
+PROSECUTIONS = (
+    "He spent five years as chief of PIN, where he prosecuted a variety of corruption cases, "
+    "including those against Virginia governor Bob McDonnell, U.S. representative Rick Renzi, "
+    "Jeffrey Sterling, a Central Intelligence Agency agent who shared national secrets."
+)
+SMITH = "Jack Smith (lawyer)"
+
+
+@pytest.mark.parametrize(
+    ("relation", "obj", "evidence", "why"),
+    [
+        ("was indicted", "Trump", INDICTED, "roles are reversed"),
+        ("including", "Bob McDonnell", PROSECUTIONS, "only a linking word"),
+        (
+            "U. S. representative Rick Renzi",
+            "Jeffrey Sterling",
+            PROSECUTIONS,
+            "holds a name (Rick)",
+        ),
+        (
+            "a Central Intelligence Agency agent who shared",
+            "national secrets",
+            PROSECUTIONS,
+            "a name",
+        ),
+    ],
+)
+def test_relations_that_are_no_verb_phrase_or_reverse_the_roles_are_rejected(
+    relation: str, obj: str, evidence: str, why: str
+) -> None:
+    q = quad(
+        title=SMITH,
+        subject="Jack Smith",
+        relation=relation,
+        object=obj,
+        timestamp=None,
+        evidence_text=evidence,
+    )
+    verdict = V.score_quadruple(q, n_sentences=20)
+    assert verdict.reason == "relation_not_stated"
+    assert why in verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("subject", "relation", "obj", "evidence"),
+    [
+        ("Trump", "was indicted on", "seven federal criminal charges", INDICTED),
+        ("Jack Smith", "was chief of", "PIN", PROSECUTIONS),  # acronyms are not names here
+        ("Jack Smith", "prosecuted", "Bob McDonnell", PROSECUTIONS),
+        (
+            "Karpathy",
+            "was appointed CEO of",
+            "Eureka Labs",
+            "Karpathy was appointed CEO of Eureka Labs.",
+        ),
+        (
+            "Sergio Pérez",
+            "was replaced by",
+            "Sebastian Vettel",
+            "Sergio Pérez was replaced by Sebastian Vettel.",
+        ),
+    ],
+)
+def test_verb_phrases_with_acronyms_and_passives_that_hold_pass(
+    subject: str, relation: str, obj: str, evidence: str
+) -> None:
+    q = quad(
+        title=SMITH,
+        subject=subject,
+        relation=relation,
+        object=obj,
+        timestamp=None,
+        evidence_text=evidence,
+    )
+    assert "relation_not_stated" not in {
+        c.name for c in V.score_quadruple(q, n_sentences=20).failures
+    }
+
+
 def test_the_title_s_own_name_doing_the_verb_is_the_subject() -> None:
     q = quad(
         title=F1,

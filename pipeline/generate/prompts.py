@@ -36,6 +36,8 @@ PROMPT_NAMES = (
     "quadruples",
     "contradiction",
 )
+# Follow-up turns appended to another prompt's conversation (a user part only, no schema).
+FOLLOW_UP_PROMPT_NAMES = ("qa_retry",)
 # Prompts of later stages: not part of the generation stage's prompt hashes.
 TEMPORAL_PROMPT_NAMES = ("temporal_question",)
 
@@ -235,7 +237,8 @@ def prompt_hash(name: str, directory: str | Path | None = None) -> str:
 
 def prompt_hashes(directory: str | Path | None = None) -> dict[str, str]:
     """Hashes of every template the generation stage uses."""
-    return {name: prompt_hash(name, directory) for name in PROMPT_NAMES}
+    names = PROMPT_NAMES + FOLLOW_UP_PROMPT_NAMES
+    return {name: prompt_hash(name, directory) for name in names}
 
 
 def _lean(node: Any) -> Any:

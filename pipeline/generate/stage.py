@@ -36,7 +36,7 @@ import pyarrow as pa
 from pipeline import progress
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
-from pipeline.generate.answer_check import AnswerCheck, answer_checks, disagreements
+from pipeline.generate.answer_check import answer_checks, disagreements
 from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
 from pipeline.generate.items import (
     SCHEMA_VERSION,
@@ -55,6 +55,7 @@ from pipeline.generate.qa import (
     initial_qa_task,
     new_qa_task,
     parse_qa,
+    retry_qa_task,
 )
 from pipeline.generate.quadruples import (
     QuadrupleTask,
@@ -346,57 +347,64 @@ def _plan(
     return tasks
 
 
-def _qa_items(
-    tasks: list[QATask], responses: list[LLMResponse], generator: str, validator: ItemValidator
-) -> tuple[list[QAItem], list[Reject]]:
-    kept: list[QAItem] = []
-    rejects: list[Reject] = []
+@dataclass
+class _QARound:
+    """One round of QA requests: the kept items and the rejects, each with its task."""
+
+    kept: list[tuple[QATask, QAItem]] = field(default_factory=list)
+    failed: list[tuple[QATask, Reject]] = field(default_factory=list)
+    checks: int = 0
+
+
+def _qa_round(
+    tasks: list[QATask],
+    backend: LLMBackend,
+    usage: Counter,
+    generator: str,
+    validator: ItemValidator,
+    check: bool,
+) -> _QARound:
+    """Ask ``tasks``, validate every answer and (``check``) ask each valid pair back."""
+    out = _QARound()
+    responses = _complete(backend, [t.request for t in tasks], usage)
     for task, response in zip(tasks, responses, strict=True):
         item = parse_qa(task, response, generator)
         if isinstance(item, Reject):
-            rejects.append(item)
+            out.failed.append((task, item))
             continue
         v = validator.score_qa(item, n_sentences=task.article.n_sentences, allowed=task.offered)
         if v.keep:
-            kept.append(item)
+            out.kept.append((task, item))
         else:
-            row = item.row()
-            rejects.append(
-                _reject_of("qa", task.purpose, row, response.text, v.reason or "", v.detail)
+            reject = _reject_of(
+                "qa", task.purpose, item.row(), response.text, v.reason or "", v.detail
             )
-    kept, dups = split_duplicates(kept, question_key, lambda q: q.page_id)
-    for item in dups:
-        rejects.append(
-            _reject_of(
-                "qa",
-                _QA_PURPOSE[item.origin],
-                item.row(),
-                item.raw_output,
-                "duplicate",
-                item.question,
-            )
+            out.failed.append((task, reject))
+    if not (check and out.kept):
+        return out
+    checks = answer_checks([item for _, item in out.kept])
+    out.checks = len(checks)
+    failed = disagreements(checks, _complete(backend, [c.request for c in checks], usage))
+    for task, item in [pair for pair in out.kept if id(pair[1]) in failed]:
+        detail = f"answer_check_failed: {failed[id(item)]}"
+        reject = _reject_of(
+            "qa", task.purpose, item.row(), item.raw_output, "answer_check_failed", detail
         )
-    return kept, rejects
+        out.failed.append((task, reject))
+    out.kept = [pair for pair in out.kept if id(pair[1]) not in failed]
+    return out
 
 
-def _checked(
-    items: list[QAItem], checks: list[AnswerCheck], responses: list[LLMResponse]
-) -> tuple[list[QAItem], list[Reject]]:
-    """``items`` split by the round-trip check into kept ones and rejects."""
-    failed = disagreements(checks, responses)
+def _unique_questions(items: list[QAItem]) -> tuple[list[QAItem], list[Reject]]:
+    """``items`` without the questions already kept for the same article."""
+    kept, dups = split_duplicates(items, question_key, lambda q: q.page_id)
     rejects = [
         _reject_of(
-            "qa",
-            _QA_PURPOSE[item.origin],
-            item.row(),
-            item.raw_output,
-            "answer_check_failed",
-            f"answer_check_failed: {failed[id(item)]}",
+            "qa", _QA_PURPOSE[item.origin], item.row(), item.raw_output, "duplicate", item.question
         )
-        for item in items
-        if id(item) in failed
+        for item in dups
     ]
-    return [item for item in items if id(item) not in failed], rejects
+    return kept, rejects
 
 
 def _dialogues(
@@ -497,7 +505,8 @@ def plan_requests(
 ) -> list[LLMRequest]:
     """Every generation request :func:`generate_items` would send (for dry runs: the CLI
     estimates tokens and cost from them without calling any model). The round-trip checks
-    come on top: one short request per kept QA answer, unknown before generation."""
+    come on top, one short request per valid QA answer, and one retry per rejected QA
+    request (``qa_retry``): both unknown before generation."""
     *_, tasks = _tasks_for(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
     return [t.request for t in (*tasks.qa, *tasks.dialogue, *tasks.quadruples)]
 
@@ -605,16 +614,20 @@ def generate_part(
     validator = ItemValidator.from_config(cfg, grounding_nli)
     say = progress or (lambda _: None)
     say(f"shard {index}: qa {len(tasks.qa)} requests")
-    qa_kept, qa_rejects = _qa_items(
-        tasks.qa, _complete(backend, [t.request for t in tasks.qa], usage), generator, validator
-    )
-    checks = answer_checks(qa_kept) if cfg.qa_answer_check else []
-    if checks:
-        say(f"shard {index}: qa check {len(checks)} requests")
-        qa_kept, check_rejects = _checked(
-            qa_kept, checks, _complete(backend, [c.request for c in checks], usage)
-        )
-        qa_rejects += check_rejects
+    check = cfg.qa_answer_check
+    first = _qa_round(tasks.qa, backend, usage, generator, validator, check)
+    retries = [
+        r
+        for task, reject in (first.failed if cfg.qa_retry else [])
+        if (r := retry_qa_task(task, reject.reason, seed=cfg.seed)) is not None
+    ]
+    second = _QARound()
+    if retries:
+        say(f"shard {index}: qa retry {len(retries)} requests")
+        second = _qa_round(retries, backend, usage, generator, validator, check)
+    qa_kept, qa_rejects = _unique_questions([item for _, item in first.kept + second.kept])
+    qa_rejects += [reject for _, reject in first.failed + second.failed]
+    n_checks = first.checks + second.checks
     say(f"shard {index}: dialogue {len(tasks.dialogue)} requests")
     dialogues, dialogue_rejects = _dialogues(
         tasks.dialogue,
@@ -646,7 +659,8 @@ def generate_part(
             "without_labels": without_labels,
         },
         "requests": dict(Counter(t.purpose for t in tasks.qa))
-        | ({"qa_check": len(checks)} if checks else {})
+        | ({"qa_check": n_checks} if n_checks else {})
+        | ({"qa_retry": len(retries)} if retries else {})
         | {"dialogue": len(tasks.dialogue), "quadruples": len(tasks.quadruples)},
         "usage": dict(usage),
         "dialogues": len(dialogues),

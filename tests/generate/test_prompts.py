@@ -11,6 +11,7 @@ import pytest
 
 from pipeline.generate.prompts import (
     ANSWER_MODELS,
+    FOLLOW_UP_PROMPT_NAMES,
     PROMPT_NAMES,
     PROMPTS_DIR,
     TEMPORAL_PROMPT_NAMES,
@@ -25,7 +26,7 @@ from pipeline.generate.prompts import (
 PLACEHOLDERS = {
     "qa_initial": {"title", "sentences", "max_words"},
     "qa_new": {"title", "sentences", "context", "max_words"},
-    "qa_changed": {"title", "old_sentence", "new_sentence", "context", "max_words"},
+    "qa_changed": {"title", "old_sentence", "new_sentence", "changes", "context", "max_words"},
     "qa_check": {"title", "sentence", "question"},
     "dialogue": {"title", "sentences", "min_turns", "max_turns"},
     "quadruples": {"title", "sentences", "max_per_sentence"},
@@ -151,7 +152,7 @@ def test_edited_template_gets_a_new_hash(tmp_path: Path) -> None:
     assert prompt_hash("qa_new", tmp_path) == prompt_hash("qa_new")
     (tmp_path / "qa_new.md").write_bytes(source + b"\nOne more rule.\n")
     assert prompt_hash("qa_new", tmp_path) != prompt_hash("qa_new")
-    assert set(prompt_hashes()) == set(PROMPT_NAMES)
+    assert set(prompt_hashes()) == set(PROMPT_NAMES + FOLLOW_UP_PROMPT_NAMES)
 
 
 def test_template_without_sections_is_all_user_text() -> None:

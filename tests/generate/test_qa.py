@@ -12,11 +12,14 @@ from pipeline.generate.contradiction import LLMContradictionChecker, read_verdic
 from pipeline.generate.items import QAItem, Reject
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.qa import (
+    RETRY_TEMPERATURE,
     QATask,
     changed_qa_task,
+    changed_spans,
     initial_qa_task,
     new_qa_task,
     parse_qa,
+    retry_qa_task,
 )
 from pipeline.generate.selection import Article, changed_pairs, group_new_sentences
 from pipeline.generate.stage import attach_labels, load_articles
@@ -98,6 +101,7 @@ def test_good_answers_become_items(article: Article, updated: list[Article]) -> 
     ctask = changed_qa_task(art, pair, CFG, OLD)
     text = user_text(ctask.request)
     assert f"EARLIER: {pair.old_text}" in text and f"CURRENT: {pair.new_text}" in text
+    assert f"Changed: {changed_spans(pair.old_text, pair.new_text)}" in text
     changed = _answer(ctask, json.dumps({"question": "Q?", "previous_answer": "A", "answer": "B"}))
     assert isinstance(changed, QAItem)
     assert (changed.type, changed.origin) == ("changed", "changed_sentence")
@@ -107,6 +111,61 @@ def test_good_answers_become_items(article: Article, updated: list[Article]) -> 
     assert changed.old_evidence_sent_idx == [pair.old_idx]
     assert changed.old_evidence_text == pair.old_text
     assert changed.previous_snapshot == OLD
+
+
+def test_a_rejected_answer_is_asked_again_with_what_was_wrong(article: Article) -> None:
+    task = _initial_task(article)
+    retry = retry_qa_task(task, "answer_in_question", seed=7)
+    assert retry is not None and retry.article is article and retry.offered == task.offered
+    request, first = retry.request, task.request
+    # the same conversation, the note on the last user message just before its "Answer:" cue
+    assert request.messages[:-1] == first.messages[:-1]
+    before, after = first.messages[-1]["content"], request.messages[-1]["content"]
+    assert after.endswith("\nAnswer:") and after.startswith(before.removesuffix("Answer:").rstrip())
+    assert "rejected: its answer already appears in the question." in after
+    assert (request.temperature, request.seed) == (RETRY_TEMPERATURE, 7)  # sampled, repeatable
+    assert 0 < RETRY_TEMPERATURE < 1
+    assert request.cache_key("b", "m") != first.cache_key("b", "m")
+    assert request.purpose == "qa_retry" and request.schema_name == "qa_initial"
+    assert request.json_schema == first.json_schema
+    assert request.prompt_hash == f"{prompt_hash('qa_initial')}+{prompt_hash('qa_retry')}"
+    # a reason without a hint of its own is described in the rejects table's words
+    other = retry_qa_task(task, "contains_url")
+    assert other is not None and "URL" in other.request.messages[-1]["content"]
+    # a failed request or a duplicate question is not worth another request
+    assert retry_qa_task(task, "llm_error") is None
+    assert retry_qa_task(task, "duplicate") is None
+    # the retry's answer becomes an item like any other, carrying both prompt hashes
+    item = _answer(retry, good_answer(retry.request))
+    assert isinstance(item, QAItem) and item.prompt_hash == request.prompt_hash
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "shown"),
+    [
+        (
+            "As of October 2023, the Standard Range RWD, Long Range AWD and the Performance "
+            "models are currently being offered for sale.",
+            "As of May 2024, the Long Range RWD, Long Range AWD and the Performance models "
+            "are currently being offered for sale.",
+            "'October 2023' -> 'May 2024'; 'Standard' -> 'Long'",
+        ),
+        # a comma moved: punctuation alone is no change
+        (
+            "It ranks 74 in the world ranking.",
+            "It ranks 82nd in the world, ranking.",
+            "'74' -> '82nd'",
+        ),
+        (
+            "He appeared in A (2016), B (2017), and C (2019).",
+            "He appeared in A (2016) and C (2019).",
+            "'(2016), B (2017)' -> '(2016)'",
+        ),
+        ("He appeared in films.", "He also appeared in films.", "(only added or removed words)"),
+    ],
+)
+def test_changed_qa_prompt_shows_the_words_that_changed(old: str, new: str, shown: str) -> None:
+    assert changed_spans(old, new) == shown
 
 
 def test_tolerant_parsing(article: Article) -> None:

@@ -105,9 +105,12 @@ def _labels(workdir: Path) -> dict[tuple[int, int], dict]:
 
 
 def test_one_backend_call_per_kind(runs: Runs) -> None:
-    # the round-trip check asks every kept QA pair back in one more batch
+    # the round-trip check asks every valid QA pair back in one more batch; every rejected QA
+    # request gets one retry, whose valid pairs are asked back too
     assert [set(b) for b in runs.batches_first] == [
         {"qa_initial"},
+        {"qa_check"},
+        {"qa_retry"},
         {"qa_check"},
         {"dialogue"},
         {"quadruples"},
@@ -115,11 +118,15 @@ def test_one_backend_call_per_kind(runs: Runs) -> None:
     assert [set(b) for b in runs.batches_second] == [
         {"qa_initial", "qa_new", "qa_changed"},
         {"qa_check"},
+        {"qa_retry"},
+        {"qa_check"},
         {"dialogue"},
         {"quadruples"},
     ]
     for summary, batches in ((runs.first, runs.batches_first), (runs.second, runs.batches_second)):
-        assert summary.llm["batches"] == 4
+        assert summary.llm["batches"] == 6
+        assert summary.requests["qa_retry"] == len(batches[2])
+        assert summary.requests["qa_check"] == len(batches[1]) + len(batches[3])
         assert summary.llm["requests"] == sum(len(b) for b in batches)
         assert summary.llm["prompt_tokens"] > 0 and summary.llm["completion_tokens"] > 0
         assert summary.llm["generator"] == "scripted:scripted"
@@ -168,7 +175,7 @@ def test_first_snapshot_is_initial_generation(runs: Runs) -> None:
         assert (
             is_grounded(r["answer"], r["evidence_text"]) and leaning_phrase(r["question"]) is None
         )
-        assert r["prompt_hash"] == prompt_hash("qa_initial")
+        assert r["prompt_hash"].split("+")[0] == prompt_hash("qa_initial")
         assert len(r["answer"].split()) <= CFG.answer_max_words
     turns = _table(runs, OLD, "dialogue")
     assert turns and {t["type"] for t in turns} == {"new"}
@@ -180,7 +187,11 @@ def test_first_snapshot_is_initial_generation(runs: Runs) -> None:
 def test_prompt_hashes_and_ids_on_every_item(runs: Runs) -> None:
     for snap in (OLD, NEW):
         qa = _table(runs, snap, "qa")
-        assert all(r["prompt_hash"] == prompt_hash(QA_PROMPT[r["origin"]]) for r in qa)
+        retry = prompt_hash("qa_retry")
+        for r in qa:
+            first = prompt_hash(QA_PROMPT[r["origin"]])
+            assert r["prompt_hash"] in (first, f"{first}+{retry}")
+        assert any(r["prompt_hash"].endswith(f"+{retry}") for r in qa)  # retried pairs kept
         assert all(r["generator"] == "scripted:scripted" and r["raw_output"] for r in qa)
         assert {r["prompt_hash"] for r in _table(runs, snap, "dialogue")} == {
             prompt_hash("dialogue")
@@ -282,7 +293,8 @@ def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs)
             assert r["raw_output"] is not None and r["detail"] is not None
             if reason != "llm_error":
                 assert r["raw_output"]
-            assert r["prompt_hash"] == prompt_hash(r["purpose"])
+            # a retried request's reject carries its first prompt's hash + the retry's
+            assert r["prompt_hash"].split("+")[0] == prompt_hash(r["purpose"])
     # Everything that can happen in a run happened (evidence_unlabeled cannot: such paragraphs
     # are not sent; tests/test_validate.py covers it).
     seen = {r["reason"] for r in rejects}

@@ -16,7 +16,7 @@ import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 from pipeline.errors import WikidriftError
-from pipeline.models.device import require_materialized, serialized_model_load
+from pipeline.models.device import auto_batch_size, require_materialized, serialized_model_load
 from pipeline.models.embedder import SimCSEEmbedder
 from pipeline.models.llm.transformers_backend import TransformersBackend
 
@@ -124,3 +124,19 @@ def test_weights_left_on_meta_are_refused() -> None:
     with pytest.raises(WikidriftError, match=r"LLM 'x' loaded with weights that hold no data"):
         require_materialized(empty, "LLM", "x")
     require_materialized(torch.nn.Linear(2, 2), "LLM", "x")  # a real model passes
+
+
+def test_auto_batch_size_is_small_on_a_cpu_and_explicit_sizes_win() -> None:
+    from tests.models.test_embedder import _minilm_path
+
+    assert auto_batch_size(0, "cpu") == 8
+    assert auto_batch_size(0, "cuda") == 64
+    assert auto_batch_size(5, "cpu") == 5
+    embedder = SimCSEEmbedder(_minilm_path(), device="cpu", pooler="cls_before_pooler")
+    embedder.load()
+    assert embedder.batch_size == 8
+    explicit = SimCSEEmbedder(
+        _minilm_path(), device="cpu", pooler="cls_before_pooler", batch_size=3
+    )
+    explicit.load()
+    assert explicit.batch_size == 3

@@ -29,6 +29,7 @@ class LLMRequest:
     schema_name: str = "answer"
     temperature: float = 0.0
     max_tokens: int = 256
+    seed: int | None = None  # sampling seed, for a temperature above 0 that must repeat
 
     def cache_key(self, backend_id: str, model: str, endpoint: str = "") -> str:
         """sha256 over everything that determines the answer (backend, model, prompt, params)
@@ -46,6 +47,8 @@ class LLMRequest:
                 "schema_name": self.schema_name,
                 "temperature": self.temperature,
                 "max_tokens": self.max_tokens,
+                # only when set: the keys of every unseeded request stay what they were
+                **({"seed": self.seed} if self.seed is not None else {}),
             },
             sort_keys=True,
             ensure_ascii=False,

@@ -146,6 +146,8 @@ def chat_body(
         "temperature": request.temperature,
         max_tokens_param: request.max_tokens,
     }
+    if request.seed is not None:
+        body["seed"] = request.seed
     if request.json_schema is not None:
         if response_format == "json_schema":
             body["response_format"] = {

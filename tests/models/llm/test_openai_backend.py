@@ -78,6 +78,21 @@ def test_structured_output_request_and_parse(server: OpenAIServer) -> None:
     assert headers["authorization"] == "Bearer test-key"
 
 
+def test_a_seed_is_sent_only_when_the_request_has_one(server: OpenAIServer) -> None:
+    from dataclasses import replace
+
+    seeded = replace(_request(1), temperature=0.7, seed=3)
+    _backend(server).complete_many([_request(2), seeded])
+    bodies = {b["messages"][1]["content"]: b for b in server.chat_requests}
+    assert "seed" not in bodies["q2"] and bodies["q2"]["temperature"] == 0.0
+    assert (bodies["q1"]["seed"], bodies["q1"]["temperature"]) == (3, 0.7)
+    # an unseeded request keeps the cache key it had before requests had seeds (the value
+    # computed with that code), so no cached answer is lost; the seed is part of the key
+    before_seeds = "f2157f006b60313fd250a4bc4e2beabdf790f247f57049c0604aef6f2f19c4a1"
+    assert _request(1).cache_key("b", "m") == before_seeds
+    assert seeded.cache_key("b", "m") != replace(seeded, seed=4).cache_key("b", "m")
+
+
 def test_request_without_schema_sends_no_response_format(server: OpenAIServer) -> None:
     [response] = _backend(server).complete_many([_request(1, schema=None)])
     assert response.error is None
