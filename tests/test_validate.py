@@ -9,6 +9,7 @@ from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
 from pipeline.validate import (
     REASONS,
     ItemValidator,
+    Verdict,
     answer_sentence,
     contains_normalized,
     dangling_reference,
@@ -913,6 +914,18 @@ PROSECUTIONS = (
 SMITH = "Jack Smith (lawyer)"
 
 
+def _smith_fact(subject: str, relation: str, obj: str, evidence: str) -> Verdict:
+    q = quad(
+        title=SMITH,
+        subject=subject,
+        relation=relation,
+        object=obj,
+        timestamp=None,
+        evidence_text=evidence,
+    )
+    return V.score_quadruple(q, n_sentences=20)
+
+
 @pytest.mark.parametrize(
     ("relation", "obj", "evidence", "why"),
     [
@@ -935,15 +948,7 @@ SMITH = "Jack Smith (lawyer)"
 def test_relations_that_are_no_verb_phrase_or_reverse_the_roles_are_rejected(
     relation: str, obj: str, evidence: str, why: str
 ) -> None:
-    q = quad(
-        title=SMITH,
-        subject="Jack Smith",
-        relation=relation,
-        object=obj,
-        timestamp=None,
-        evidence_text=evidence,
-    )
-    verdict = V.score_quadruple(q, n_sentences=20)
+    verdict = _smith_fact("Jack Smith", relation, obj, evidence)
     assert verdict.reason == "relation_not_stated"
     assert why in verdict.detail
 
@@ -971,17 +976,8 @@ def test_relations_that_are_no_verb_phrase_or_reverse_the_roles_are_rejected(
 def test_verb_phrases_with_acronyms_and_passives_that_hold_pass(
     subject: str, relation: str, obj: str, evidence: str
 ) -> None:
-    q = quad(
-        title=SMITH,
-        subject=subject,
-        relation=relation,
-        object=obj,
-        timestamp=None,
-        evidence_text=evidence,
-    )
-    assert "relation_not_stated" not in {
-        c.name for c in V.score_quadruple(q, n_sentences=20).failures
-    }
+    verdict = _smith_fact(subject, relation, obj, evidence)
+    assert "relation_not_stated" not in {c.name for c in verdict.failures}
 
 
 def test_the_title_s_own_name_doing_the_verb_is_the_subject() -> None:
