@@ -51,14 +51,7 @@ def bench_retrieval(workdir: Path, release: str, cfg: Config, queries_n: int) ->
     embedder = retrieval_embedder(cfg)
     for name in ("bm25", "dense", "temporal"):
         start = time.perf_counter()
-        retriever = make_retriever(
-            name,
-            passages,
-            embedder=embedder,
-            query_prefix=cfg.evaluate.query_prefix,
-            passage_prefix=cfg.evaluate.passage_prefix,
-            temporal_pool=cfg.evaluate.temporal_pool,
-        )
+        retriever = make_retriever(name, passages, embedder=embedder, settings=cfg.evaluate)
         assert retriever is not None
         figure(f"{name}_index_s", time.perf_counter() - start, "s")
         start = time.perf_counter()

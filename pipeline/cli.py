@@ -309,7 +309,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """``wikidrift evaluate``: score a model (with a retriever) on one or more releases."""
     from pipeline.evaluate import KINDS, evaluate_release
     from pipeline.evaluate import report as rep
-    from pipeline.runtime import cached_embedder, llm_from_config, retrieval_embedder
+    from pipeline.runtime import (
+        cached_embedder,
+        llm_from_config,
+        retrieval_embedder,
+        retrieval_embedder_spec,
+    )
 
     overrides = _model_overrides(args.model)
     if args.k is not None and args.k < 1:
@@ -335,7 +340,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     config = {
         "profile": cfg.profile,
         "config_hash": cfg.stable_hash(),
-        "embedder": (cfg.evaluate.retriever_embedder or cfg.models.embedder) if dense else None,
+        "embedder": retrieval_embedder_spec(cfg) if dense else None,
         "evaluate": cfg.evaluate.model_dump(mode="json"),
     }
     incomplete = 0

@@ -45,10 +45,16 @@ def base_embedder(cfg: Config) -> Embedder:
     )
 
 
+def retrieval_embedder_spec(cfg: Config) -> str:
+    """The dense retriever's embedder spec: ``evaluate.retriever_embedder``, else the labeling
+    one (``models.embedder``)."""
+    return cfg.evaluate.retriever_embedder or cfg.models.embedder
+
+
 def retrieval_embedder(cfg: Config) -> Embedder:
-    """The dense retriever's embedder: ``evaluate.retriever_embedder``, else the labeling one."""
+    """The dense retriever's embedder (:func:`retrieval_embedder_spec`)."""
     return load_embedder(
-        cfg.evaluate.retriever_embedder or cfg.models.embedder,
+        retrieval_embedder_spec(cfg),
         device=cfg.models.device,
         batch_size=cfg.models.embed_batch_size,
     )

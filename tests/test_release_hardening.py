@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -176,18 +177,19 @@ def test_verify_derives_the_previous_release_from_the_directory(
     assert any("previous_release is None" in p and A in p for p in problems)
 
 
+def _overwrite_ledger_table(workdir: Path, name: str, table: pa.Table) -> None:
+    """Replace the ledger's ``name`` table of snapshot B, as the ledger writes it."""
+    path = ledger_dir(workdir, B) / f"{name}.parquet"
+    write_parquet_atomic(table, path, table_name=f"ledger_{name}", schema_version=1)
+
+
 def test_verify_fails_when_ledger_rows_are_deleted(released_workdir: Path, tmp_path: Path) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     items = read_items(workdir, B)
     valid = items.filter(pc.is_null(items["valid_to"]))
     gone = valid["item_id"].to_pylist()[:5]
     mask = pc.invert(pc.is_in(items["item_id"], value_set=valid["item_id"].slice(0, 5)))
-    write_parquet_atomic(
-        items.filter(mask),
-        ledger_dir(workdir, B) / "items.parquet",
-        table_name="ledger_items",
-        schema_version=1,
-    )
+    _overwrite_ledger_table(workdir, "items", items.filter(mask))
     problems = verify_release(workdir, B)
     assert problems
     assert any("not in the ledger" in p for p in problems)
@@ -204,12 +206,7 @@ def test_verify_fails_when_ledger_evidence_rows_are_deleted(
     old = pc.not_equal(evidence["snapshot"], B)
     assert pc.sum(old.cast("int64")).as_py() >= 5  # rows the release itself never shows
     keep = pc.invert(pc.and_(old, pc.less(pc.cumulative_sum(old.cast("int64")), 6)))
-    write_parquet_atomic(
-        evidence.filter(keep),
-        ledger_dir(workdir, B) / "evidence.parquet",
-        table_name="ledger_evidence",
-        schema_version=1,
-    )
+    _overwrite_ledger_table(workdir, "evidence", evidence.filter(keep))
     problems = verify_release(workdir, B)
     assert any("the ledger or the temporal questions differ" in p for p in problems), problems
 

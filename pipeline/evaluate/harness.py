@@ -248,9 +248,7 @@ def retrieve(
             build_corpus(workdir, date),
             embedder=embedder,
             superseded_evidence=superseded_evidence(workdir, date),
-            query_prefix=settings.query_prefix,
-            passage_prefix=settings.passage_prefix,
-            temporal_pool=settings.temporal_pool,
+            settings=settings,
         )
         assert found is not None
         start = time.perf_counter()

@@ -97,16 +97,9 @@ def add_retrieval_columns(
     -> path; ``qa`` and ``dialogue`` are used), in place; ``settings`` gives the dense
     embedder's query and passage prefixes."""
     passages = build_corpus(workdir, snapshot)
-    dense = make_retriever(
-        "dense",
-        passages,
-        embedder=embedder,
-        query_prefix=settings.query_prefix,
-        passage_prefix=settings.passage_prefix,
-    )
     retrievers: dict[str, Retriever | None] = {
         "bm25_top3": make_retriever("bm25", passages),
-        "dense_top3": dense,
+        "dense_top3": make_retriever("dense", passages, embedder=embedder, settings=settings),
     }
     for config, column in QUERY_COLUMNS.items():
         path = files.get(config)

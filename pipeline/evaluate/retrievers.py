@@ -17,14 +17,14 @@ from typing import Protocol
 
 import numpy as np
 
+from pipeline.config import EvaluateConfig
 from pipeline.errors import WikidriftError
 from pipeline.evaluate.corpus import Passage
 from pipeline.models.embedder import Embedder
 
 RETRIEVERS = ("none", "bm25", "dense", "temporal")
-# Candidates the temporal retriever draws from its base: this many times k, at least 20
-# (the default of ``evaluate.temporal_pool``).
-TEMPORAL_POOL = 5
+# Candidates the temporal retriever draws from its base: this many times k, at least 20.
+TEMPORAL_POOL = EvaluateConfig().temporal_pool
 
 
 @dataclass(frozen=True)
@@ -149,12 +149,11 @@ def make_retriever(
     *,
     embedder: Embedder | None = None,
     superseded_evidence: Iterable[str] = (),
-    query_prefix: str = "",
-    passage_prefix: str = "",
-    temporal_pool: int = TEMPORAL_POOL,
+    settings: EvaluateConfig | None = None,
 ) -> Retriever | None:
     """The retriever called ``name`` over ``passages`` (None for ``none``: closed book);
-    the prefixes go to a dense embedder, ``temporal_pool`` to the temporal re-ranking."""
+    ``settings`` (the ``[evaluate]`` config, default its defaults) gives a dense embedder its
+    query and passage prefixes and the temporal re-ranking its pool."""
     if name == "none":
         return None
     if name == "bm25":
@@ -163,9 +162,13 @@ def make_retriever(
         raise WikidriftError(f"retriever {name!r}: allowed: {', '.join(RETRIEVERS)}")
     if embedder is None:
         raise WikidriftError(f"the {name} retriever needs an embedder")
+    settings = settings or EvaluateConfig()
     dense = DenseRetriever(
-        passages, embedder, query_prefix=query_prefix, passage_prefix=passage_prefix
+        passages,
+        embedder,
+        query_prefix=settings.query_prefix,
+        passage_prefix=settings.passage_prefix,
     )
     if name == "dense":
         return dense
-    return TemporalRetriever(dense, superseded_evidence, pool=temporal_pool)
+    return TemporalRetriever(dense, superseded_evidence, pool=settings.temporal_pool)

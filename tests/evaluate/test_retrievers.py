@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.config import EvaluateConfig
 from pipeline.evaluate.corpus import build_corpus
 from pipeline.evaluate.retrievers import (
     BM25Retriever,
@@ -147,9 +148,9 @@ def test_dense_prefixes_queries_and_passages_and_temporal_pool(
         "temporal",
         corpus[:30],
         embedder=recorder,
-        query_prefix="query: ",
-        passage_prefix="passage: ",
-        temporal_pool=7,
+        settings=EvaluateConfig(
+            query_prefix="query: ", passage_prefix="passage: ", temporal_pool=7
+        ),
     )
     assert len(recorder.seen) == 30 and all(t.startswith("passage: ") for t in recorder.seen)
     hits = retriever.search(["Who founded it?"], 2)[0]
