@@ -184,6 +184,9 @@ class GenerationConfig(_Section):
     source_context_max_chars: int = Field(2000, ge=0)
     # A sentence rarely states more than a few datable facts; more are usually paraphrases.
     quadruples_per_sentence: int = Field(3, ge=1)
+    # Check each quadruple against its sentence's dependency parse (spaCy): the relation's verb,
+    # who does it and what it takes. Off only for generators that write no sentence's words.
+    quadruple_grammar_check: bool = True
 
 
 class TemporalConfig(_Section):

@@ -27,6 +27,7 @@ from datetime import date
 from typing import TYPE_CHECKING, TypeVar
 
 from pipeline.config import GenerationConfig
+from pipeline.syntax import RelationParser
 
 if TYPE_CHECKING:  # runtime import would be circular (pipeline.generate imports this module)
     from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
@@ -51,7 +52,8 @@ REASONS: dict[str, str] = {
     "evidence_unlabeled": "a dialogue turn rests on a sentence without a decided label",
     "question_leans_on_text": "the question points at the source text",
     "question_not_standalone": "the question says 'this' / 'these' or a pronoun before any name",
-    "question_not_about_evidence": "the question shares no content word with the evidence or title",
+    "question_not_about_evidence": "the question shares too few content words with the evidence "
+    "or title, or ranks its answer ('the main ...', 'the first ...') where the evidence does not",
     "turn_leans_on_text": "a dialogue utterance points at the source text",
     "turn_not_grounded": "an expert utterance says things its cited sentence does not",
     "answer_too_long": "the answer has more words than allowed",
@@ -65,7 +67,8 @@ REASONS: dict[str, str] = {
     "bad_timestamp": "the timestamp is not YYYY, YYYY-MM or YYYY-MM-DD",
     "timestamp_not_in_evidence": "the timestamp's year, month or day is not in the evidence",
     "relation_too_long": "the relation has more words than allowed",
-    "subject_equals_object": "subject and object are the same after normalization",
+    "subject_equals_object": "subject and object are the same after normalization (or the "
+    "object is a part of the subject)",
     "quadruple_not_grounded": "the subject (or the title) or the object is not in the evidence",
     "answer_did_not_change": "a changed QA's answer was already in the old sentence (or the "
     "earlier answer is still in the new one)",
@@ -79,7 +82,12 @@ REASONS: dict[str, str] = {
     "'not' before the verb, another name does it, the roles are reversed ('was indicted' where "
     "the sentence indicts the object), the relation is no verb phrase (a linking word, a name "
     "in it), or a field is cut off or repeats the object",
-    "vague_entity": "a quadruple's subject or object is 'he' or 'the company', not a name",
+    "vague_entity": "a quadruple's subject or object is 'he', 'the company' or 'its <noun>', "
+    "not a name",
+    "grammar_mismatch": "the sentence's dependency parse does not carry the quadruple: no word "
+    "of the relation is in the sentence or none is a verb there, another subject does the verb "
+    "('his family sought refuge' as a fact of Pascal), or the object belongs to another clause, "
+    "sits behind a place or time preposition the relation leaves out, or is itself a clause",
 }
 
 # Phrases that only make sense to a reader who has the source text in front of them.
@@ -109,7 +117,8 @@ _MONTH_NAMES = (
 )
 # An object that is only a date ("January 2008", "2014", "8 May 2024") repeats the timestamp.
 _DATE_ONLY = re.compile(
-    rf"^(?:(?:in|on|since|by) )?(?:\d{{1,2}} )?(?:(?:{_MONTH_NAMES})\.? )?(?:\d{{1,2}}, )?"
+    rf"^(?:(?:in|on|since|by|until|to|(?:to )?at (?:least|most)|as (?:early|late) as) )?"
+    rf"(?:\d{{1,2}} )?(?:(?:{_MONTH_NAMES})\.? )?(?:\d{{1,2}}, )?"
     r"\d{4}(?:-\d{2}(?:-\d{2})?)?$",
     re.IGNORECASE,
 )
@@ -118,7 +127,9 @@ _VAGUE_ENTITY = re.compile(
     r"^(?:he|she|it|they|him|her|his|its|their|them|we|this|that|these|those|"
     r"the (?:company|firm|team|club|band|group|film|movie|series|show|album|song|game|device|"
     r"product|phone|model|car|drug|organi[sz]ation|agency|department|party|university|city|"
-    r"country|state|person|player|driver|singer|actor|actress|author))$",
+    r"country|state|person|player|driver|singer|actor|actress|author)"
+    # "its dissolution": whose, the sentence says elsewhere
+    r"|(?:its|his|her|their) [\w-]+)$",
     re.IGNORECASE,
 )
 _YES_NO = {"yes", "no", "true", "false", "yes it is", "no it is not"}
@@ -296,19 +307,32 @@ def _title_core(title: str) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", title or "").strip()
 
 
+# Words that rank the answer among others ("the main biomarker"): a question may use one only
+# where its evidence does. Lowercase only, so that titles ("The Last of Us") do not count.
+_RANKING = re.compile(
+    r"\b(?:main|only|first|last|largest|biggest|highest|lowest|most|least|best|worst|primary|"
+    r"sole|oldest|youngest|earliest|latest|leading|top)\b"
+)
+
+
 def _about_evidence(question: str, sources: Sequence[str], min_share: float) -> str:
     """Why the question is not about its sources (evidence, title), or "" when it is: at
-    least ``min_share`` of its content words (and at least one) must come from them. A
-    question that brings in its own names ("... at the time of the merger?") is about
-    something the evidence does not say."""
+    least ``min_share`` of its content words (and at least one) must come from them, and a
+    word that ranks the answer ("main", "first", "largest") must be theirs too. A question
+    that brings in its own names ("... at the time of the merger?") or ranks what the
+    evidence only lists is about something the evidence does not say."""
     words = content_words(question)
     if not words:
         return "no content word in the question"
     pool = {w for s in sources for w in content_words(s)}
     foreign = [w for w in words if not _found(w, pool)]
-    if len(foreign) < len(words) and len(words) - len(foreign) >= min_share * len(words):
-        return ""
-    return f"{foreign} of {words} not in the evidence or title"
+    if len(foreign) == len(words) or len(words) - len(foreign) < min_share * len(words):
+        return f"{foreign} of {words} not in the evidence or title"
+    said = " ".join(sources).lower()
+    for m in _RANKING.finditer(question):
+        if not re.search(rf"\b{m.group(0)}\b", said):
+            return f"the question says {m.group(0)!r}, its evidence does not"
+    return ""
 
 
 def _choice_options(question: str) -> list[set[str]]:
@@ -578,14 +602,30 @@ def _evidence_checks(
 
 def _names_title(subject: str, title: str) -> bool:
     """The subject is the article's entity: the title, a part of it ("Meta" for "Meta
-    Platforms") or a phrase holding it ("Meta Platforms, Inc.")."""
+    Platforms"), a phrase holding it ("Meta Platforms, Inc.") or a longer form of the name
+    ("José Pedro Balmaceda Pascal" for "Pedro Pascal")."""
     s = normalize_answer(subject)
     if not s:
         return False
     for name in {normalize_answer(title), normalize_answer(_title_core(title))} - {""}:
         if f" {s} " in f" {name} " or f" {name} " in f" {s} ":
             return True
+        rest = iter(s.split())  # the title's words in order, others between them
+        if len(name.split()) > 1 and all(w in rest for w in name.split()):
+            return True
     return False
+
+
+def _names_title_by_its_head(sentence: str, title: str) -> bool:
+    """The sentence calls the article's entity by the last word of its name, as articles do
+    after the first mention ("James filed", "Pascal was raised", "the Model Y")."""
+    words = _title_core(title).split()
+    if not words:
+        return False
+    head = words[-1] if len(words[-1]) >= 3 or len(words) == 1 else " ".join(words[-2:])
+    if not (head[0].isupper() or head[0].isdigit()):  # "energy" of "Dark energy" is no name
+        return False
+    return re.search(rf"(?<!\w){re.escape(head)}(?!\w)", sentence) is not None
 
 
 _BACK_REFERENCE = re.compile(
@@ -712,6 +752,7 @@ class ItemValidator:
         turn_min_share: float = TURN_MIN_SHARE,
         question_min_share: float = 0.34,
         grounding_nli: GroundingNLI | None = None,
+        grammar: RelationParser | None = None,
     ) -> None:
         self.answer_max_words = answer_max_words
         self.dialogue_min_turns = dialogue_min_turns
@@ -721,6 +762,7 @@ class ItemValidator:
         self.turn_min_share = turn_min_share
         self.question_min_share = question_min_share
         self.grounding_nli = grounding_nli
+        self.grammar = grammar
 
     @classmethod
     def from_config(
@@ -732,6 +774,7 @@ class ItemValidator:
             dialogue_min_turns=cfg.dialogue_min_turns,
             dialogue_max_turns=cfg.dialogue_max_turns,
             grounding_nli=grounding_nli,
+            grammar=RelationParser() if cfg.quadruple_grammar_check else None,
         )
 
     def _grounded(self, name: str, question: str, answer: str, evidence: str) -> Check:
@@ -909,16 +952,21 @@ class ItemValidator:
         checks.append(Check("object_is_date", not dated, quad.object if dated else ""))
         vague = [v for v in (quad.subject, quad.object) if _VAGUE_ENTITY.match(v.strip())]
         checks.append(Check("vague_entity", not vague, ", ".join(vague)))
-        same = bool(normalize_answer(quad.subject)) and normalize_answer(
-            quad.subject
-        ) == normalize_answer(quad.object)
+        # "the main candidates | are | candidates": an object inside its subject says nothing
+        subject_words = f" {normalize_answer(quad.subject)} "
+        same = bool(subject_words.strip()) and f" {normalize_answer(quad.object)} " in subject_words
         checks.append(Check("subject_equals_object", not same, quad.object if same else ""))
-        # the prompt has the model write the entity for "he" / "the company", so the subject
-        # may be the article's title rather than a span of the sentence, but only where the
-        # sentence refers back like that ("Russell finished 8th" is not about the team)
+        # the prompt has the model write the entity for "he" / "the company" (or for the last
+        # word of its name), so the subject may be the article's title rather than a span of
+        # the sentence, but only where the sentence refers back like that ("Russell finished
+        # 8th" is not about the team)
         subject_in_text = is_grounded(quad.subject, quad.evidence_text)
         subject_ok = subject_in_text or (
-            _names_title(quad.subject, quad.title) and _refers_back(quad.evidence_text)
+            _names_title(quad.subject, quad.title)
+            and (
+                _refers_back(quad.evidence_text)
+                or _names_title_by_its_head(quad.evidence_text, quad.title)
+            )
         )
         unstated = _relation_not_stated(quad, subject_in_text)
         checks.append(Check("relation_not_stated", not unstated, unstated))
@@ -932,6 +980,11 @@ class ItemValidator:
             if not ok
         ]
         checks.append(Check("quadruple_not_grounded", not missing, ", ".join(missing)))
+        if self.grammar is not None and not missing and not unstated:
+            mismatch = self.grammar.problem(
+                quad.subject, quad.relation, quad.object, quad.evidence_text, quad.title
+            )
+            checks.append(Check("grammar_mismatch", not mismatch, mismatch))
         return Verdict(tuple(checks))
 
 

@@ -10,7 +10,6 @@ import pyarrow.compute as pc
 import pytest
 
 from pipeline.cli import main
-from pipeline.config import load_config
 from pipeline.errors import WikidriftError
 from pipeline.release import (
     SCHEMA_VERSION,
@@ -25,7 +24,7 @@ from pipeline.release import (
     verify_release,
 )
 from pipeline.storage import write_json_atomic, write_parquet_atomic
-from tests.conftest import STAGE_DATES, copy_workdir
+from tests.conftest import STAGE_DATES, copy_workdir, scripted_config, scripted_config_file
 
 A, B, C = STAGE_DATES
 
@@ -78,11 +77,11 @@ def test_release_rows_carry_their_type_at_the_snapshot(released_workdir: Path) -
 
 def test_existing_release_is_never_overwritten(released_workdir: Path, tmp_path: Path) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
-    cfg = load_config(profile="offline")
+    cfg = scripted_config()
     kw = {"config": manifest_config(cfg), "config_hash": cfg.stable_hash()}
     same = build_release(workdir, B, **kw)
     assert same.already_built
-    changed = load_config(profile="offline", overrides={"generation": {"seed": 7}})
+    changed = scripted_config(seed=7)
     other = {"config": manifest_config(changed), "config_hash": changed.stable_hash()}
     with pytest.raises(WikidriftError, match="never overwritten"):
         build_release(workdir, B, **other)
@@ -157,6 +156,7 @@ def test_diff_counts_added_kept_retired(released_workdir: Path) -> None:
 def test_cli_release_verify_and_diff(released_workdir: Path, tmp_path: Path, capsys) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     common = ["--workdir", str(workdir), "--profile", "offline"]
+    common += ["--config", str(scripted_config_file(tmp_path))]
     assert main(["release", "--snapshot", B, *common]) == 0
     out = capsys.readouterr().out
     assert "(already applied)" in out and "(already built)" in out

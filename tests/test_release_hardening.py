@@ -30,7 +30,13 @@ from pipeline.release import (
     verify_release,
 )
 from pipeline.storage import write_json_atomic, write_parquet_atomic
-from tests.conftest import STAGE_DATES, copy_workdir
+from tests.conftest import (
+    SCRIPTED_GENERATION,
+    STAGE_DATES,
+    copy_workdir,
+    scripted_config,
+    scripted_config_file,
+)
 from tests.test_release import _rewrite
 
 A, B, C = STAGE_DATES
@@ -52,7 +58,7 @@ raise SystemExit(main(sys.argv[1:]))
 
 
 def _kw(cfg=None) -> dict:
-    cfg = cfg or load_config(profile="offline")
+    cfg = cfg or scripted_config()
     return {"config": manifest_config(cfg), "config_hash": cfg.stable_hash()}
 
 
@@ -62,6 +68,7 @@ def test_two_concurrent_release_processes_publish_one_release(
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     shutil.rmtree(release_dir(workdir, C))
     args = ["release", "--snapshot", C, "--workdir", str(workdir), "--profile", "offline"]
+    args += ["--config", str(scripted_config_file(tmp_path))]
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     procs = [
         subprocess.Popen(
@@ -95,7 +102,7 @@ def test_a_crash_while_publishing_never_loses_the_release(
     released_workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap, crash_at
 ) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
-    changed = load_config(profile="offline", overrides={"generation": {"seed": 7}})
+    changed = scripted_config(seed=7)
     if not swap:  # a file system without renameat2(RENAME_EXCHANGE)
         monkeypatch.setattr(storage, "exchange_paths", lambda a, b: False)
     real_rename, calls = os.rename, []
@@ -128,7 +135,7 @@ def test_a_kill_between_two_renames_is_repaired_by_the_next_run(
     released_workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
-    changed = load_config(profile="offline", overrides={"generation": {"seed": 7}})
+    changed = scripted_config(seed=7)
     monkeypatch.setattr(storage, "exchange_paths", lambda a, b: False)
     real_rename, calls = os.rename, []
 
@@ -250,6 +257,7 @@ def test_manifest_card_and_export_publish_nothing_private(
             "flow": {"dask_address": "tcp://10.9.8.7:8786", "export_hf_dir": "/home/alice/hf"},
             "snapshot": {"input": "/srv/private/dumps/enwiki.xml.bz2"},
             "dump": {"cache_dir": "/srv/private/cache"},
+            "generation": SCRIPTED_GENERATION,
         },
     )
     manifest = build_release(workdir, B, **_kw(cfg), new_revision=True)

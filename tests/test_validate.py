@@ -6,6 +6,7 @@ import pytest
 
 from pipeline.config import GenerationConfig
 from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
+from pipeline.syntax import RelationParser
 from pipeline.validate import (
     REASONS,
     ItemValidator,
@@ -144,6 +145,7 @@ def meta_quad(subject: str, obj: str = "US$116.6 billion", **over: object) -> Qu
 
 
 V = ItemValidator()
+GRAMMAR = ItemValidator(grammar=RelationParser())
 
 
 def test_normalize_answer() -> None:
@@ -449,6 +451,11 @@ CASES = [
     (
         lambda: V.score_dialogue(dialogue(expert=TURN_EXPERTS[0]), n_sentences=20),
         "repeated_turn",
+    ),
+    # the spokesperson confirmed, not Karpathy
+    (
+        lambda: GRAMMAR.score_quadruple(quad(relation="confirmed"), n_sentences=20),
+        "grammar_mismatch",
     ),
     (
         lambda: V.score_qa(
@@ -870,7 +877,7 @@ F1 = "Mercedes-Benz in Formula One"
 @pytest.mark.parametrize(
     ("title", "subject", "relation", "obj", "evidence", "why"),
     [
-        (DHS, DHS, "updated", "its policies", FOIA, "the sentence says 'had not updated'"),
+        (DHS, DHS, "updated", "policies", FOIA, "the sentence says 'had not updated'"),
         (F1, "Mercedes-Benz", "won", "three Grands Prix", FANGIO, "'Fangio' does it"),
         (DHS, DHS, "received the most (FO", "requests", FOIA, "is cut off"),
         (F1, "Mercedes-Benz", "supplies engines to Aston, McLaren", "Williams", ENGINES, "list"),
@@ -1100,3 +1107,101 @@ def test_the_title_stands_for_a_pronoun_only(evidence: str, kept: bool) -> None:
     )
     verdict = V.score_quadruple(item, n_sentences=20)
     assert ("quadruple_not_grounded" not in {c.name for c in verdict.failures}) is kept
+
+
+def test_the_grammar_check_follows_the_config() -> None:
+    assert ItemValidator.from_config(GenerationConfig()).grammar is not None
+    off = GenerationConfig(quadruple_grammar_check=False)
+    assert ItemValidator.from_config(off).grammar is None
+    assert (
+        ItemValidator.from_config(off)
+        .score_quadruple(quad(relation="confirmed"), n_sentences=20)
+        .keep
+    )
+
+
+@pytest.mark.parametrize(
+    ("title", "subject", "sentence"),
+    [
+        # a longer form of the title's name, for "He"
+        ("Pedro Pascal", "José Pedro Balmaceda Pascal", "In 2022, he sued the Trump Organization."),
+        # the sentence calls the entity by the last word of its name
+        ("Letitia James", "Letitia James", "In 2022, James sued the Trump Organization."),
+        ("Tesla Model Y", "Tesla Model Y", "In 2023, the Model Y outsold the Trump Organization."),
+    ],
+)
+def test_quadruple_subject_may_be_the_title_by_another_form(
+    title: str, subject: str, sentence: str
+) -> None:
+    item = quad(
+        title=title, subject=subject, relation="sued", object="the Trump Organization",
+        evidence_text=sentence, timestamp=None,
+    )  # fmt: skip
+    assert "quadruple_not_grounded" not in {c.name for c in V.score_quadruple(
+        item, n_sentences=20).failures}  # fmt: skip
+
+
+def test_a_lowercase_title_word_does_not_stand_for_the_title() -> None:
+    item = quad(
+        title="Dark energy", subject="Dark energy", relation="drives", object="the expansion",
+        evidence_text="Vacuum energy drives the expansion.", timestamp=None,
+    )  # fmt: skip
+    assert V.score_quadruple(item, n_sentences=20).reason == "quadruple_not_grounded"
+
+
+def test_quadruple_objects_that_say_nothing_of_their_own() -> None:
+    nra = (
+        "In August 2020, James filed a civil lawsuit against the National Rifle Association, "
+        "calling for its dissolution."
+    )
+    owner_elsewhere = quad(
+        title="Letitia James", subject="Letitia James", relation="called for",
+        object="its dissolution", evidence_text=nra, timestamp=None,
+    )  # fmt: skip
+    assert V.score_quadruple(owner_elsewhere, n_sentences=20).reason == "vague_entity"
+    candidates = (
+        "The main candidates are a cosmological constant and scalar fields such as quintessence."
+    )
+    inside = quad(
+        title="Dark energy", subject="the main candidates", relation="are", object="candidates",
+        evidence_text=candidates, timestamp=None,
+    )  # fmt: skip
+    assert V.score_quadruple(inside, n_sentences=20).reason == "subject_equals_object"
+    updates = (
+        "It will continue to receive major software updates for a minimum of five years to at "
+        "least 2028."
+    )
+    year = quad(
+        title="IPhone 15", subject="iPhone 15", relation="will receive updates",
+        object="at least 2028", evidence_text=updates, timestamp=None,
+    )  # fmt: skip
+    assert V.score_quadruple(year, n_sentences=20).reason == "object_is_date"
+
+
+BIOMARKER = (
+    "For example, isolation of protoporphyrin IX from blood samples can be used as a diagnostic "
+    "tool for atherosclerosis."
+)
+MODEL_Y = "The Model Y is Tesla's first vehicle to use a heat pump for interior cabin heating."
+
+
+@pytest.mark.parametrize(
+    ("title", "question", "answer", "evidence", "kept"),
+    [
+        # the evidence gives one example, the question makes it "the main" one
+        ("Liquid biopsy", "What is the main biomarker used for detecting atherosclerosis?",
+         "protoporphyrin IX", BIOMARKER, False),
+        ("Tesla Model Y", "What is Tesla's first vehicle to use a heat pump for cabin heating?",
+         "Model Y", MODEL_Y, True),
+        # a title's capitalized "Last" ranks nothing
+        ("Pedro Pascal", "Which award did Pascal receive for his role in The Last of Us?",
+         "Screen Actors Guild Award", "For The Last of Us, he received a Screen Actors Guild "
+         "Award.", True),
+    ],
+)  # fmt: skip
+def test_a_question_ranks_its_answer_only_where_the_evidence_does(
+    title: str, question: str, answer: str, evidence: str, kept: bool
+) -> None:
+    item = qa(title=title, question=question, answer=answer, evidence_text=evidence)
+    verdict = V.score_qa(item, n_sentences=20)
+    assert ("question_not_about_evidence" not in {c.name for c in verdict.failures}) is kept

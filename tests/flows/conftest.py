@@ -38,7 +38,7 @@ def flow_config(workdir: Path, llm_server: object, **sections: dict) -> dict:
     """An offline-profile config for the flows: wikisnap as the source, three articles, the
     scripted OpenAI-compatible server as the LLM."""
     from pipeline.config import load_config
-    from tests.conftest import WIKISNAP
+    from tests.conftest import SCRIPTED_GENERATION, WIKISNAP
 
     articles = workdir.parent / "articles.txt"
     articles.write_text("Sam Altman\nDenver Nuggets\nSony Music\n")
@@ -54,6 +54,7 @@ def flow_config(workdir: Path, llm_server: object, **sections: dict) -> dict:
             "shard_size": 2,
         },
         "llm": {"backend": "openai", "base_url": llm_server.url, "max_concurrency": 2},
+        "generation": dict(SCRIPTED_GENERATION),
     }
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)

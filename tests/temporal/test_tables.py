@@ -133,10 +133,12 @@ def test_hf_export_has_the_temporal_configs(released_workdir: Path, tmp_path: Pa
     import datasets
 
     out = export_hf(released_workdir, C, tmp_path / "hf")
+    # a cache of its own: the shared one served an earlier export of a same-named folder
+    cache = str(tmp_path / "datasets-cache")
     for name in ("temporal_qa", "timelines", "relations"):
-        ds = datasets.load_dataset(str(out), name, split=split_name(C))
+        ds = datasets.load_dataset(str(out), name, split=split_name(C), cache_dir=cache)
         assert ds.num_rows == read_manifest(released_workdir, C).files[f"{name}.parquet"]["rows"]
-    qa = datasets.load_dataset(str(out), "temporal_qa", split=split_name(C))
+    qa = datasets.load_dataset(str(out), "temporal_qa", split=split_name(C), cache_dir=cache)
     assert isinstance(qa[0]["answer"], list)
 
 

@@ -1,0 +1,282 @@
+"""Whether a sentence's grammar carries a quadruple: the relation's verb in the sentence, the
+subject that does it and the object it takes (spaCy dependency parse).
+
+A small model's fact extraction goes wrong in a few recurring ways that string grounding cannot
+see, because every word it wrote is in the sentence: the article's entity written as the doer
+where the sentence's doer is "his family" or "the film"; a noun taken for the relation ("Dark
+energy | status | ..."); an object lifted from another clause ("Musk | has said | the Model Y
+over the Model 3"). This module finds the relation's verb in the parse and asks three
+questions of it: is it a verb, does the quadruple's subject do it, and does its object hang
+below it in the tree without crossing into another clause. The object must also be shaped like
+an entity or value (no clause, no prepositional phrase, nothing cut off after "and").
+
+A relation none of whose words occur in the sentence fails ("refused to call it" for "referred
+to PFOA as C8"); a bare copula ("is") is not judged here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+_MAX_CACHED_DOCS = 4096
+_WORD = re.compile(r"[\w'’-]+")
+# Relation words that locate nothing by themselves: prepositions, articles, auxiliaries.
+_GLUE = frozenset(
+    "with including of in on at for as by from to and or like such than into about over under "  # noqa: SIM905
+    "between among via per plus the a an is are was were be been being has have had will would "
+    "shall should can could may might must do does did not also then its his her their".split()
+)
+_LIGHT_VERBS = frozenset("is are was were be been has have had".split())  # noqa: SIM905
+# An object the sentence introduces with one of these is a place or a time of the verb, not
+# what it acts on ("filed a lawsuit in New York Supreme Court" is not against the court).
+# Nor is one introduced by "against" or "by" ("won the runoff election | Daniel Squadron" from
+# "won ... against Daniel Squadron"; "was dismissed | the judge" from "dismissed by the judge").
+_PLACE_TIME_PREPS = frozenset(
+    "in at on near during since until within throughout across for from against by".split()  # noqa: SIM905
+)
+_SUBJECTS = ("nsubj", "nsubjpass", "csubj", "csubjpass", "expl")
+# A verb without its own subject shares the one of the verb it hangs from through these.
+_SHARES_SUBJECT = ("xcomp", "conj", "advcl", "pcomp", "acomp")
+# An object reached only through one of these belongs to another clause than the verb's.
+_OTHER_CLAUSE = frozenset({"ccomp", "advcl", "relcl", "acl", "csubj", "parataxis", "nsubj"})
+# Parts of a subject's subtree that describe it rather than name it.
+_MODIFIER_CLAUSES = frozenset({"relcl", "acl", "advcl", "appos", "punct", "parataxis"})
+_PERSONAL = frozenset("he she it they we i his her its their who which that".split())  # noqa: SIM905
+# "the company", "the team": how an article names its own entity without the name.
+_BACK_NOUNS = frozenset(
+    "company firm team club band group film series show album device product phone model car "  # noqa: SIM905
+    "drug medication agency department organization organisation marque brand label network "
+    "campaign".split()
+)
+
+
+def _norm(text: str) -> list[str]:
+    return [w.lower().strip("'’") for w in _WORD.findall(text)]
+
+
+def _same(a: str, b: str) -> bool:
+    """The same word up to inflection: "followed" ~ "follows", "debut" ~ "debuted"."""
+    if a == b:
+        return True
+    if min(len(a), len(b)) < 4 or any(c.isdigit() for c in a + b):
+        return False
+    shared = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        shared += 1
+    return shared >= max(4, min(len(a), len(b)) - 3)
+
+
+def _is_verb(token: Any) -> bool:
+    """A verb, or a copula / "have" used as the clause's main verb ("Pascal is Chilean")."""
+    if token.pos_ == "VERB":
+        return True
+    return token.pos_ == "AUX" and token.dep_ not in ("aux", "auxpass")
+
+
+def _subject_tokens(verb: Any) -> list[Any]:
+    """Who or what does ``verb``: its subject (its own, or the one of the verb it depends on),
+    a relative pronoun replaced by the noun it stands for (and by the subject of "X is a
+    maker that ..."), and a passive's agent."""
+    agents = [g for c in verb.children if c.dep_ == "agent" for g in c.children]
+    node = verb
+    for _ in range(8):
+        found = [c for c in node.children if c.dep_ in _SUBJECTS]
+        if found:
+            return [a for s in found for a in _antecedents(s)] + agents
+        if node.dep_ == "relcl":
+            return _antecedents(node.head) + agents
+        if node.dep_ not in _SHARES_SUBJECT or node.head is node:
+            break
+        node = node.head
+    return agents
+
+
+def _antecedents(token: Any) -> list[Any]:
+    """``token``, or for "who" / "which" / "that" the noun of its relative clause; a noun that
+    is what a copula's subject is ("a maker" in "Aston Martin is a maker that ...") brings
+    that subject too."""
+    if token.lower_ in ("who", "which", "that") and token.head.dep_ == "relcl":
+        token = token.head.head
+    out = [token]
+    if token.dep_ == "attr":
+        out += [c for c in token.head.children if c.dep_ == "nsubj"]
+    return out
+
+
+def _phrase(token: Any) -> list[str]:
+    """The words naming a subject: its subtree without clauses and appositions about it
+    (tokens re-joined first: spaCy splits "3M" into "3" and "M")."""
+    skip: set[int] = set()
+    for child in token.children:
+        if child.dep_ in _MODIFIER_CLAUSES:
+            skip.update(t.i for t in child.subtree)
+    kept = [t for t in token.subtree if t.i not in skip]
+    doc = token.doc
+    while kept[0].i > 0 and not doc[kept[0].i - 1].whitespace_:
+        kept.insert(0, doc[kept[0].i - 1])
+    while kept[-1].i + 1 < len(doc) and not kept[-1].whitespace_:
+        kept.append(doc[kept[-1].i + 1])
+    return _norm("".join(t.text_with_ws for t in kept))
+
+
+def _covers(words: Iterable[str], pool: Iterable[str]) -> bool:
+    pool = list(pool)
+    return all(any(_same(w, p) for p in pool) for w in words)
+
+
+def _content(words: Iterable[str]) -> list[str]:
+    return [w for w in words if w not in _GLUE and w not in ("'s", "s")]
+
+
+class RelationParser:
+    """Judges quadruples against the parse of their sentence; spaCy loads on first use and
+    parses are cached by sentence."""
+
+    def __init__(self, spacy_model: str | None = None) -> None:
+        self.spacy_model = spacy_model or None
+        self._docs: dict[str, Any] = {}
+
+    def _parse(self, sentence: str) -> Any:
+        doc = self._docs.get(sentence)
+        if doc is None:
+            if len(self._docs) >= _MAX_CACHED_DOCS:
+                self._docs.clear()
+            doc = self._docs[sentence] = _load_nlp(self.spacy_model)(sentence)
+        return doc
+
+    def problem(self, subject: str, relation: str, obj: str, sentence: str, title: str) -> str:
+        """Why the sentence's grammar does not carry (subject, relation, object), or ""."""
+        doc = self._parse(sentence)
+        words = _norm(relation)
+        rel = [w for w in words if w not in _GLUE]
+        located = [
+            t for t in doc if any(_same(w, t.lower_) or _same(w, t.lemma_.lower()) for w in rel)
+        ]
+        if not located:
+            return f"no word of relation {relation!r} is in the sentence" if rel else ""
+        # "had his breakout role": the verb may be a "have" / "be" the sentence uses as its own
+        light = [t for t in doc if t.lower_ in words and t.lower_ in _LIGHT_VERBS and _is_verb(t)]
+        verbs = [t for t in located if _is_verb(t)] + light
+        if not verbs:
+            t = located[0]
+            return f"relation {relation!r} holds no verb of the sentence ({t.text!r} is a {t.pos_})"
+        span = _find_span(doc, obj)
+        shape = _object_shape_problem(span, words)
+        if shape:
+            return shape
+        reasons = [
+            _subject_problem(v, subject, title) or _object_path_problem(v, span, words)
+            for v in verbs
+        ]
+        return "" if "" in reasons else reasons[0]
+
+
+def _subject_problem(verb: Any, subject: str, title: str) -> str:
+    """Why ``subject`` is not who does ``verb`` in its sentence, or "". The article's entity
+    may be named by a pronoun, "the company", or the words of its title ("Pascal")."""
+    doers = _subject_tokens(verb)
+    if not doers:
+        return f"{verb.text!r} has no subject in the sentence"
+    want = _content(_norm(subject))
+    title_words = _content(_norm(title))
+    title_head = title_words[-1] if title_words else ""
+    names_title = bool(want) and (_covers(want, title_words) or _covers(title_words, want))
+    for doer in doers:
+        words = _content(_phrase(doer))
+        if want and _covers(want, words):
+            return ""
+        if not names_title:
+            continue
+        if doer.lower_ in _PERSONAL or (
+            doer.lemma_.lower() in _BACK_NOUNS
+            and any(c.lower_ in ("the", "its", "this") for c in doer.children)
+        ):
+            return ""
+        if words and _covers(words, title_words) and any(_same(title_head, w) for w in words):
+            return ""
+    said = " ".join(_phrase(doers[0]))
+    return f"the sentence's subject of {verb.text!r} is {said!r}, not {subject!r}"
+
+
+def _find_span(doc: Any, text: str) -> Any | None:
+    """The tokens of ``doc`` that spell ``text`` (case and punctuation aside), or None."""
+    target = "".join(_norm(text))
+    if not target:
+        return None
+    for start in range(len(doc)):
+        built = ""
+        for end in range(start, len(doc)):
+            built += "".join(_norm(doc[end].text))
+            if built == target:
+                return doc[start : end + 1]
+            if not target.startswith(built):
+                break
+    return None
+
+
+def _object_shape_problem(span: Any | None, relation_words: list[str]) -> str:
+    """Why the object, as the sentence has it, is no entity or value, or "" (also when it is
+    not a span of the sentence: grounding judges that)."""
+    if span is None:
+        return ""
+    node = span.root
+    if node.pos_ in ("VERB", "AUX"):
+        return f"{span.text!r} is a clause, not an entity or value"
+    if node.pos_ == "ADV":
+        return f"{span.text!r} is an adverb, not an entity or value"
+    if span[-1].pos_ in ("CCONJ", "ADP", "DET"):
+        return f"{span.text!r} is cut off after {span[-1].text!r}"
+    if span[0].pos_ == "ADP" and span[0].dep_ == "prep":
+        return f"{span.text!r} is a prepositional phrase, not an entity or value"
+    # "will produce its own transmission gearbox | package": the relation took the object's
+    # modifiers, the object is left a bare head noun
+    eaten = [
+        t.text
+        for t in (node.lefts if node.pos_ == "NOUN" else ())
+        if t.i < span.start and t.lower_ in relation_words and t.lower_ not in _GLUE
+    ]
+    if eaten:
+        return f"the relation holds {eaten[0]!r}, a word of the object's phrase"
+    prep = node.head.lower_ if node.dep_ == "pobj" else ""
+    if prep in _PLACE_TIME_PREPS and prep not in relation_words:
+        return f"the sentence has {prep!r} {span.text!r}, which the relation leaves out"
+    return ""
+
+
+def _object_path_problem(verb: Any, span: Any | None, relation_words: list[str]) -> str:
+    """Why the object does not hang below ``verb`` within its clause, or "": every verb on
+    the way up is a word of the relation ("vowed to pursue | Donald Trump"), none another
+    predicate ("is married | two children" from "is married and has two children")."""
+    if span is None:
+        return ""
+    node = span.root
+    for _ in range(len(span.doc)):
+        if node.i == verb.i:
+            return ""
+        if node.dep_ in _OTHER_CLAUSE:
+            return f"{span.text!r} belongs to another clause than {verb.text!r} ({node.dep_})"
+        if (
+            node.i not in (t.i for t in span)
+            and _is_verb(node)
+            and not any(
+                _same(w, node.lower_) or _same(w, node.lemma_.lower()) for w in relation_words
+            )
+        ):
+            return f"{span.text!r} is what {node.text!r} takes, not {verb.text!r}"
+        if node.head is node:
+            break
+        node = node.head
+    return f"{span.text!r} is not an argument of {verb.text!r}"
+
+
+@lru_cache(maxsize=2)
+def _load_nlp(model: str | None) -> Any:
+    from pipeline.text import load_spacy
+
+    nlp, _ = load_spacy(model, keep=("tagger", "parser", "attribute_ruler", "lemmatizer"))
+    return nlp
