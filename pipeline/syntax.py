@@ -30,11 +30,11 @@ _GLUE = frozenset(
     "shall should can could may might must do does did not also then its his her their".split()
 )
 _LIGHT_VERBS = frozenset("is are was were be been has have had".split())  # noqa: SIM905
-# An object the sentence introduces with one of these is a place or a time of the verb, not
-# what it acts on ("filed a lawsuit in New York Supreme Court" is not against the court).
-# Nor is one introduced by "against" or "by" ("won the runoff election | Daniel Squadron" from
-# "won ... against Daniel Squadron"; "was dismissed | the judge" from "dismissed by the judge").
-_PLACE_TIME_PREPS = frozenset(
+# An object the sentence introduces with one of these needs it in the relation: a place or a
+# time is not what the verb acts on ("filed a lawsuit in New York Supreme Court" is not against
+# the court), and without "against" / "by" the roles read wrong ("won the runoff election |
+# Daniel Squadron" from "won ... against Daniel Squadron"; "was dismissed | the judge").
+_PREPS_THE_RELATION_MUST_SAY = frozenset(
     "in at on near during since until within throughout across for from against by".split()  # noqa: SIM905
 )
 _SUBJECTS = ("nsubj", "nsubjpass", "csubj", "csubjpass", "expl")
@@ -243,7 +243,7 @@ def _object_shape_problem(span: Any | None, relation_words: list[str]) -> str:
     if eaten:
         return f"the relation holds {eaten[0]!r}, a word of the object's phrase"
     prep = node.head.lower_ if node.dep_ == "pobj" else ""
-    if prep in _PLACE_TIME_PREPS and prep not in relation_words:
+    if prep in _PREPS_THE_RELATION_MUST_SAY and prep not in relation_words:
         return f"the sentence has {prep!r} {span.text!r}, which the relation leaves out"
     return ""
 
