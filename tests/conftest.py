@@ -128,8 +128,9 @@ def scripted_config_file(directory: Path) -> Path:
 
     lines = "".join(f"{key} = {str(value).lower()}\n" for key, value in SCRIPTED_GENERATION.items())
     path = directory / "scripted.toml"
-    text = DEFAULT_CONFIG_PATH.read_text().replace("[generation]\n", f"[generation]\n{lines}", 1)
-    path.write_text(text)
+    text = DEFAULT_CONFIG_PATH.read_text()
+    assert "[generation]\n" in text, f"{DEFAULT_CONFIG_PATH} has no [generation] table"
+    path.write_text(text.replace("[generation]\n", f"[generation]\n{lines}", 1))
     return path
 
 
