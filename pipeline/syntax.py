@@ -46,7 +46,7 @@ _OTHER_CLAUSE = frozenset({"ccomp", "advcl", "relcl", "acl", "csubj", "parataxis
 _MODIFIER_CLAUSES = frozenset({"relcl", "acl", "advcl", "appos", "punct", "parataxis"})
 _PERSONAL = frozenset("he she it they we i his her its their who which that".split())  # noqa: SIM905
 # "the company", "the team": how an article names its own entity without the name.
-_BACK_NOUNS = frozenset(
+BACK_NOUNS = frozenset(
     "company firm team club band group film series show album device product phone model car "  # noqa: SIM905
     "drug medication agency department organization organisation marque brand label network "
     "campaign".split()
@@ -69,6 +69,12 @@ def _same(a: str, b: str) -> bool:
             break
         shared += 1
     return shared >= max(4, min(len(a), len(b)) - 3)
+
+
+def _says(token: Any, words: Iterable[str]) -> bool:
+    """``token`` is one of ``words``, as written or by its lemma ("follows" ~ "followed")."""
+    lemma = token.lemma_.lower()
+    return any(_same(w, token.lower_) or _same(w, lemma) for w in words)
 
 
 def _is_verb(token: Any) -> bool:
@@ -154,9 +160,7 @@ class RelationParser:
         doc = self._parse(sentence)
         words = _norm(relation)
         rel = [w for w in words if w not in _GLUE]
-        located = [
-            t for t in doc if any(_same(w, t.lower_) or _same(w, t.lemma_.lower()) for w in rel)
-        ]
+        located = [t for t in doc if _says(t, rel)]
         if not located:
             return f"no word of relation {relation!r} is in the sentence" if rel else ""
         # "had his breakout role": the verb may be a "have" / "be" the sentence uses as its own
@@ -193,7 +197,7 @@ def _subject_problem(verb: Any, subject: str, title: str) -> str:
         if not names_title:
             continue
         if doer.lower_ in _PERSONAL or (
-            doer.lemma_.lower() in _BACK_NOUNS
+            doer.lemma_.lower() in BACK_NOUNS
             and any(c.lower_ in ("the", "its", "this") for c in doer.children)
         ):
             return ""
@@ -260,13 +264,8 @@ def _object_path_problem(verb: Any, span: Any | None, relation_words: list[str])
             return ""
         if node.dep_ in _OTHER_CLAUSE:
             return f"{span.text!r} belongs to another clause than {verb.text!r} ({node.dep_})"
-        if (
-            node.i not in (t.i for t in span)
-            and _is_verb(node)
-            and not any(
-                _same(w, node.lower_) or _same(w, node.lemma_.lower()) for w in relation_words
-            )
-        ):
+        inside = span.start <= node.i < span.end
+        if not inside and _is_verb(node) and not _says(node, relation_words):
             return f"{span.text!r} is what {node.text!r} takes, not {verb.text!r}"
         if node.head is node:
             break

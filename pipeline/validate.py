@@ -27,7 +27,7 @@ from datetime import date
 from typing import TYPE_CHECKING, TypeVar
 
 from pipeline.config import GenerationConfig
-from pipeline.syntax import RelationParser
+from pipeline.syntax import BACK_NOUNS, RelationParser
 
 if TYPE_CHECKING:  # runtime import would be circular (pipeline.generate imports this module)
     from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
@@ -629,9 +629,8 @@ def _names_title_by_its_head(sentence: str, title: str) -> bool:
 
 
 _BACK_REFERENCE = re.compile(
-    r"\b(?:he|she|it|they|his|her|its|their|him|them)\b|\bthe (?:company|firm|team|club|band|"
-    r"group|film|series|show|album|device|product|phone|model|car|drug|medication|agency|"
-    r"department|organi[sz]ation|marque|brand|label|network|campaign)\b",
+    r"\b(?:he|she|it|they|his|her|its|their|him|them)\b"
+    rf"|\bthe (?:{'|'.join(sorted(BACK_NOUNS))})\b",
     re.IGNORECASE,
 )
 

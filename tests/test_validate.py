@@ -921,9 +921,10 @@ PROSECUTIONS = (
 SMITH = "Jack Smith (lawyer)"
 
 
-def _smith_fact(subject: str, relation: str, obj: str, evidence: str) -> Verdict:
+def _undated_fact(title: str, subject: str, relation: str, obj: str, evidence: str) -> Verdict:
+    """The verdict on an undated quadruple of article ``title`` from ``evidence``."""
     q = quad(
-        title=SMITH,
+        title=title,
         subject=subject,
         relation=relation,
         object=obj,
@@ -931,6 +932,10 @@ def _smith_fact(subject: str, relation: str, obj: str, evidence: str) -> Verdict
         evidence_text=evidence,
     )
     return V.score_quadruple(q, n_sentences=20)
+
+
+def _smith_fact(subject: str, relation: str, obj: str, evidence: str) -> Verdict:
+    return _undated_fact(SMITH, subject, relation, obj, evidence)
 
 
 @pytest.mark.parametrize(
@@ -1133,20 +1138,19 @@ def test_the_grammar_check_follows_the_config() -> None:
 def test_quadruple_subject_may_be_the_title_by_another_form(
     title: str, subject: str, sentence: str
 ) -> None:
-    item = quad(
-        title=title, subject=subject, relation="sued", object="the Trump Organization",
-        evidence_text=sentence, timestamp=None,
-    )  # fmt: skip
-    assert "quadruple_not_grounded" not in {c.name for c in V.score_quadruple(
-        item, n_sentences=20).failures}  # fmt: skip
+    verdict = _undated_fact(title, subject, "sued", "the Trump Organization", sentence)
+    assert "quadruple_not_grounded" not in {c.name for c in verdict.failures}
 
 
 def test_a_lowercase_title_word_does_not_stand_for_the_title() -> None:
-    item = quad(
-        title="Dark energy", subject="Dark energy", relation="drives", object="the expansion",
-        evidence_text="Vacuum energy drives the expansion.", timestamp=None,
-    )  # fmt: skip
-    assert V.score_quadruple(item, n_sentences=20).reason == "quadruple_not_grounded"
+    verdict = _undated_fact(
+        "Dark energy",
+        "Dark energy",
+        "drives",
+        "the expansion",
+        "Vacuum energy drives the expansion.",
+    )
+    assert verdict.reason == "quadruple_not_grounded"
 
 
 def test_quadruple_objects_that_say_nothing_of_their_own() -> None:
@@ -1154,28 +1158,21 @@ def test_quadruple_objects_that_say_nothing_of_their_own() -> None:
         "In August 2020, James filed a civil lawsuit against the National Rifle Association, "
         "calling for its dissolution."
     )
-    owner_elsewhere = quad(
-        title="Letitia James", subject="Letitia James", relation="called for",
-        object="its dissolution", evidence_text=nra, timestamp=None,
-    )  # fmt: skip
-    assert V.score_quadruple(owner_elsewhere, n_sentences=20).reason == "vague_entity"
+    owner_elsewhere = _undated_fact(
+        "Letitia James", "Letitia James", "called for", "its dissolution", nra
+    )
+    assert owner_elsewhere.reason == "vague_entity"
     candidates = (
         "The main candidates are a cosmological constant and scalar fields such as quintessence."
     )
-    inside = quad(
-        title="Dark energy", subject="the main candidates", relation="are", object="candidates",
-        evidence_text=candidates, timestamp=None,
-    )  # fmt: skip
-    assert V.score_quadruple(inside, n_sentences=20).reason == "subject_equals_object"
+    inside = _undated_fact("Dark energy", "the main candidates", "are", "candidates", candidates)
+    assert inside.reason == "subject_equals_object"
     updates = (
         "It will continue to receive major software updates for a minimum of five years to at "
         "least 2028."
     )
-    year = quad(
-        title="IPhone 15", subject="iPhone 15", relation="will receive updates",
-        object="at least 2028", evidence_text=updates, timestamp=None,
-    )  # fmt: skip
-    assert V.score_quadruple(year, n_sentences=20).reason == "object_is_date"
+    year = _undated_fact("IPhone 15", "iPhone 15", "will receive updates", "at least 2028", updates)
+    assert year.reason == "object_is_date"
 
 
 BIOMARKER = (
