@@ -2,9 +2,10 @@
 
 Prints, for one pair of dates, the fast path against the reference-style ``--naive`` mode:
 ``new_sentences_per_s`` of each, their ratio, embeddings computed per new sentence, and the
-share of identical labels. Then, for every consecutive pair of the five dates, how many
-similarity matches the fact guard refused (issue 8), with the refused pairs written to
-``<workdir>/fact_guard_flips.jsonl`` for review.
+share of identical labels, and the tokens each mode sent to the model (both modes are
+compute-bound on the same model, so their token ratio bounds the speed ratio). Then, for
+every consecutive pair of the five dates, how many similarity matches the fact guard refused
+(issue 8), with the refused pairs written to ``<workdir>/fact_guard_flips.jsonl`` for review.
 
     .venv/bin/python -m benchmarks.bench_align [--old 2024-01-01 --new 2024-06-01]
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.embedding_floor import TokenCountingEmbedder  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.labeling import label_snapshots, make_labeler, read_labels  # noqa: E402
 from pipeline.models.embedder import load_embedder  # noqa: E402
@@ -47,11 +49,15 @@ def _run(workdir: Path, old: str, new: str, embedder, *, naive: bool) -> tuple[f
     cfg = load_config(profile="offline")
     labeler = make_labeler(cfg, workdir, embedder=embedder, naive=naive)
     labeler.facts.extract_many(["Warm up the NER model in Paris."])  # keep load time out
-    before = embedder.texts_embedded
+    before, mark = embedder.texts_embedded, embedder.mark()
     t0 = time.perf_counter()
     summary = label_snapshots(workdir, old, new, labeler)
     elapsed = time.perf_counter() - t0
-    return elapsed, {"summary": summary, "embedded": embedder.texts_embedded - before}
+    return elapsed, {
+        "summary": summary,
+        "embedded": embedder.texts_embedded - before,
+        "tokens": embedder.tokens_since(mark),
+    }
 
 
 def main() -> None:
@@ -67,7 +73,7 @@ def main() -> None:
     build_wikisnap_snapshots(
         snaps, WIKISNAP_DATES, _all_page_ids(args.wikisnap), SentenceSplitter()
     )
-    embedder = load_embedder("packaged:all-MiniLM-L6-v2")
+    embedder = TokenCountingEmbedder(load_embedder("packaged:all-MiniLM-L6-v2"))
     embedder.embed(["warm up"])
 
     n_new = read_table(snaps, args.new, "sentences").num_rows
@@ -93,6 +99,9 @@ def main() -> None:
     print(f"speedup_ratio={t_naive / t_fast:.1f}")
     print(f"fast_embeddings_per_new_sentence={fast['embedded'] / n_new:.3f}")
     print(f"naive_embeddings_per_new_sentence={naive['embedded'] / n_new:.3f}")
+    print(f"fast_tokens_embedded={fast['tokens']}")
+    print(f"naive_tokens_embedded={naive['tokens']}")
+    print(f"token_ratio={naive['tokens'] / max(1, fast['tokens']):.1f}")
     print(f"identical_label_share={same / len(keyed):.4f}")
     print(f"identical_labels_on_exact_matches={exact_same}/{len(exact)}")
     print(f"rerun_same_inputs_seconds={t_warm:.2f} embedded={warm['embedded']}")

@@ -2,6 +2,11 @@
 wikisnap date, first month (cold caches) and following months (warm), and what that projects
 to for GrowOVER's 12K articles a month. Prints one figure per line.
 
+Each label pair also prints the tokens it sent to the embedding model and what those alone
+cost (`embedding_floor`): at the model's measured throughput on real sentences, and at this
+machine's measured fp32 matrix-product peak (no kernel beats that without embedding fewer
+texts or embedding them less precisely).
+
     .venv/bin/python -m benchmarks.bench_scale [--wikisnap ../shared/wikisnap] [--faithful]
 
 Run it on an idle machine: under load every figure grows.
@@ -21,14 +26,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.embedding_floor import EmbeddingFloor, TokenCountingEmbedder  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
-from pipeline.snapshot import build_snapshot  # noqa: E402
+from pipeline.models.embedder import load_embedder  # noqa: E402
+from pipeline.snapshot import build_snapshot, read_table  # noqa: E402
 from pipeline.sources import ArticleSelection  # noqa: E402
 from pipeline.sources.local import RevisionsDirSource  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402
 
 PAPER_ARTICLES = 12_000
+THROUGHPUT_SAMPLE = 1_000  # real sentences the model's tokens/s is measured on
 
 
 def _peak_rss_mb() -> float:
@@ -66,15 +74,28 @@ def main() -> None:
             print(
                 f"snapshot {d}: s_per_article={snap_s[-1] / n:.3f} peak_rss_mb={_peak_rss_mb():.0f}"
             )
-        labeler = make_labeler(cfg, workdir)
+        model = load_embedder(
+            cfg.models.embedder, device=cfg.models.device, batch_size=cfg.models.embed_batch_size
+        )
+        sample = read_table(workdir, dates[-1], "sentences").column("text").to_pylist()
+        floor = EmbeddingFloor(model, sample[:: max(1, len(sample) // THROUGHPUT_SAMPLE)])
+        print(f"embedding_floor: {floor.describe()}")
+        counting = TokenCountingEmbedder(model)
+        labeler = make_labeler(cfg, workdir, embedder=counting)
         label_s: list[float] = []
+        floors: list[tuple[float, float]] = []
         for old, new in zip(dates, dates[1:], strict=False):
+            mark = counting.mark()
             t0 = time.perf_counter()
             summary = label_snapshots(workdir, old, new, labeler)
             label_s.append(time.perf_counter() - t0)
+            tokens = counting.tokens_since(mark)
+            floors.append((floor.at_model_speed(tokens) / n, floor.at_matmul_peak(tokens) / n))
             print(
                 f"label {old}->{new}: s_per_article={label_s[-1] / n:.3f} "
-                f"peak_rss_mb={_peak_rss_mb():.0f} {summary.line()}"
+                f"peak_rss_mb={_peak_rss_mb():.0f} tokens_embedded={tokens} "
+                f"embedding_floor_s_per_article={floors[-1][0]:.3f} "
+                f"(at matmul peak {floors[-1][1]:.3f}) {summary.line()}"
             )
     first_snap, later_snap = snap_s[0] / n, sum(snap_s[1:]) / max(1, len(snap_s) - 1) / n
     first_label = label_s[0] / n
@@ -83,6 +104,15 @@ def main() -> None:
     print(f"snapshot_following_month_s_per_article={later_snap:.3f}")
     print(f"label_first_pair_s_per_article={first_label:.3f}")
     print(f"label_following_pair_s_per_article={later_label:.3f}")
+    following = floors[1:] or floors
+    print(
+        "label_following_pair_embedding_floor_s_per_article="
+        f"{sum(f[0] for f in following) / len(following):.3f}"
+    )
+    print(
+        "label_following_pair_matmul_peak_floor_s_per_article="
+        f"{sum(f[1] for f in following) / len(following):.3f}"
+    )
     print(f"peak_rss_mb={_peak_rss_mb():.0f}")
     month = (later_snap + later_label) * PAPER_ARTICLES
     print(f"projection_{PAPER_ARTICLES}_articles_following_month_hours={month / 3600:.2f}")
