@@ -861,6 +861,19 @@ def test_a_time_phrase_is_not_an_object(obj: str) -> None:
 
 
 # Real sentences and the wrong facts a 1.5B model drew from them.
+def _undated_fact(title: str, subject: str, relation: str, obj: str, evidence: str) -> Verdict:
+    """The verdict on an undated quadruple of article ``title`` from ``evidence``."""
+    q = quad(
+        title=title,
+        subject=subject,
+        relation=relation,
+        object=obj,
+        timestamp=None,
+        evidence_text=evidence,
+    )
+    return V.score_quadruple(q, n_sentences=20)
+
+
 FOIA = "It also had not updated its policies since the 2007 FOIA amendments."
 FANGIO = (
     "After winning their first race at the 1954 French Grand Prix, driver Juan Manuel Fangio "
@@ -894,17 +907,7 @@ F1 = "Mercedes-Benz in Formula One"
 def test_a_relation_the_sentence_does_not_state_is_rejected(
     title: str, subject: str, relation: str, obj: str, evidence: str, why: str
 ) -> None:
-    verdict = V.score_quadruple(
-        quad(
-            title=title,
-            subject=subject,
-            relation=relation,
-            object=obj,
-            timestamp=None,
-            evidence_text=evidence,
-        ),
-        n_sentences=20,
-    )
+    verdict = _undated_fact(title, subject, relation, obj, evidence)
     assert verdict.reason == "relation_not_stated"
     assert why in verdict.detail
 
@@ -919,19 +922,6 @@ PROSECUTIONS = (
     "Jeffrey Sterling, a Central Intelligence Agency agent who shared national secrets."
 )
 SMITH = "Jack Smith (lawyer)"
-
-
-def _undated_fact(title: str, subject: str, relation: str, obj: str, evidence: str) -> Verdict:
-    """The verdict on an undated quadruple of article ``title`` from ``evidence``."""
-    q = quad(
-        title=title,
-        subject=subject,
-        relation=relation,
-        object=obj,
-        timestamp=None,
-        evidence_text=evidence,
-    )
-    return V.score_quadruple(q, n_sentences=20)
 
 
 def _smith_fact(subject: str, relation: str, obj: str, evidence: str) -> Verdict:
@@ -993,15 +983,7 @@ def test_verb_phrases_with_acronyms_and_passives_that_hold_pass(
 
 
 def test_the_title_s_own_name_doing_the_verb_is_the_subject() -> None:
-    q = quad(
-        title=F1,
-        subject="Mercedes-Benz",
-        relation="supplies engines to",
-        object="McLaren",
-        timestamp=None,
-        evidence_text=ENGINES,
-    )
-    assert V.score_quadruple(q, n_sentences=20).keep
+    assert _undated_fact(F1, "Mercedes-Benz", "supplies engines to", "McLaren", ENGINES).keep
 
 
 @pytest.mark.parametrize("obj", ["OpenAI", "1,200 students", "the 2024 season", "Windows 2000"])
