@@ -24,8 +24,11 @@ server never grants), 421 a ``Host`` header naming another server (a DNS-rebindi
 Under load: a listen backlog of :data:`LISTEN_BACKLOG` (a burst of concurrent posts queues
 instead of being reset), a socket timeout (:data:`IDLE_TIMEOUT_S`) that closes idle or
 stalled connections so they do not hold a thread each, and at most :data:`MAX_CONNECTIONS`
-connections served at once: beyond that a client gets 503 with ``Retry-After`` at once (a
-client trickling one byte just inside the timeout can hold a connection, never the server).
+connections served at once. A connection beyond the cap waits up to :data:`SLOT_WAIT_S` for
+a slot (a burst of real requests frees slots within that), then gets 503 with ``Retry-After``;
+once a wait has run out the server counts as saturated and later connections get that 503 at
+once until a slot frees (a client trickling one byte just inside the timeout can hold a
+connection, never the server). The page retries a 503 after ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ LISTEN_BACKLOG = 1024
 IDLE_TIMEOUT_S = 30.0
 # Handler threads at once; annotators are a handful of people, a page makes a few requests.
 MAX_CONNECTIONS = 64
+# Refusing at once when all slots were busy gave 26 of 200 burst posts a 503 on a CI runner whose
+# fsync is slow; the slots were only busy for a moment, so a connection first waits this long.
+SLOT_WAIT_S = 2.0
 _BUSY_TEXT = b"too many connections; retry in a second\n"
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain\r\n"
@@ -591,13 +597,22 @@ class _Server(ThreadingHTTPServer):
     idle_timeout_s: float = IDLE_TIMEOUT_S
 
     max_connections: int = MAX_CONNECTIONS
+    slot_wait_s: float = SLOT_WAIT_S
     _slots: threading.BoundedSemaphore | None = None
+    _saturated: bool = False
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Serve in a thread while a slot is free; otherwise answer 503 and hang up."""
+        """Serve in a thread once a slot is free; answer 503 and hang up when none frees within
+        ``slot_wait_s`` (at once while the server is saturated)."""
         if self._slots is None:  # only the serving thread gets here
             self._slots = threading.BoundedSemaphore(self.max_connections)
-        if not self._slots.acquire(blocking=False):
+        if self._saturated:
+            # Waiting again for each queued connection of a flood would serve it one wait at a time.
+            got_slot = self._slots.acquire(blocking=False)
+        else:
+            got_slot = self._slots.acquire(timeout=self.slot_wait_s)
+        self._saturated = not got_slot
+        if not got_slot:
             with contextlib.suppress(OSError):
                 request.sendall(_BUSY)
             self.shutdown_request(request)
@@ -672,6 +687,7 @@ class AnnotationServer:
         port: int = 8765,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
+        slot_wait_s: float = SLOT_WAIT_S,
     ) -> None:
         workdir = Path(workdir)
         directory = release_annotations_dir(workdir, release, annotations_root)
@@ -688,6 +704,7 @@ class AnnotationServer:
         self._httpd.app = self.app
         self._httpd.idle_timeout_s = idle_timeout_s
         self._httpd.max_connections = max_connections
+        self._httpd.slot_wait_s = slot_wait_s
         self._thread: threading.Thread | None = None
 
     @property

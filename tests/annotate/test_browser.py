@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
 from pipeline.annotate import read_tasks
@@ -189,4 +189,43 @@ def test_back_changes_an_answer_and_old_article_opens(
     finally:
         page.close()
     assert not seen["errors"], seen["errors"]
+    assert not seen["foreign"], seen["foreign"]
+
+
+def test_a_busy_answer_is_retried_and_the_judgment_saved_once(
+    browser: Browser, served: tuple[str, Path]
+) -> None:
+    """The server's 503 + Retry-After (every slot busy) makes the page send the post again."""
+    url, root = served
+    tasks = read_tasks(root / RELEASE)
+    page = browser.new_page()
+    seen = _watch(page, url)
+    refused: list[str] = []
+
+    def busy_once(route: Route) -> None:
+        if route.request.method == "POST" and not refused:
+            refused.append(route.request.post_data or "")
+            route.fulfill(status=503, headers={"Retry-After": "1"}, body="busy\n")
+        else:
+            route.fallback()
+
+    try:
+        page.route("**/api/judgments", busy_once)
+        page.goto(url)
+        page.keyboard.type("patient")
+        page.keyboard.press("Enter")
+        expect(page.locator("#sentence")).to_have_text(tasks[0]["sentence"])
+        page.keyboard.press("1")
+        expect(page.locator("#status")).to_contain_text("Server busy")
+        expect(page.locator("#progress")).to_have_text(f"1 / {len(tasks)}")
+        expect(page.locator("#status")).to_contain_text("Saved: Supported")
+        lines = read_jsonl(root / RELEASE / "patient.jsonl")
+        assert [(ln["task_id"], ln["label"]) for ln in lines] == [
+            (tasks[0]["task_id"], "supported")
+        ]
+        assert len(refused) == 1 and tasks[0]["task_id"] in refused[0]
+    finally:
+        page.close()
+    # Chromium logs the refused request itself as a console error; nothing else may fail.
+    assert [e for e in seen["errors"] if "503" not in e] == []
     assert not seen["foreign"], seen["foreign"]

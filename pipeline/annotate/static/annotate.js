@@ -35,8 +35,20 @@ function setStatus(text, isError = false) {
   el.setAttribute("role", isError ? "alert" : "status");
 }
 
+// A 503 with Retry-After means every connection slot stayed busy: the server read nothing, so
+// the same request is sent again (a few times) after the wait it names.
+const BUSY_RETRIES = 3;
+
 async function api(path, options = {}) {
-  const response = await fetch(path, options);
+  let response = await fetch(path, options);
+  for (let attempt = 0; attempt < BUSY_RETRIES; attempt += 1) {
+    const retryAfter = response.headers.get("Retry-After");
+    if (response.status !== 503 || retryAfter === null) break;
+    const seconds = Math.min(Math.max(Number(retryAfter) || 1, 0), 10);
+    setStatus(`Server busy; trying again in ${seconds} s.`);
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    response = await fetch(path, options);
+  }
   let body = null;
   try {
     body = await response.json();
