@@ -6,7 +6,6 @@ import multiprocessing
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -157,19 +156,23 @@ def test_cache_object_inherited_through_fork_reopens(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_many_key_lookup_is_fast(tmp_path: Path) -> None:
+def test_many_key_lookup_is_batched(tmp_path: Path) -> None:
+    """50k keys go to SQLite in a few chunked statements, not one query per key (the speed
+    itself, about 0.15 s here, is a benchmark's business, not a timed test's)."""
     cache = VectorCache(tmp_path / "big.sqlite")
     rng = np.random.default_rng(0)
     keys = [text_key(f"sentence number {i}") for i in range(50_000)]
     vectors = rng.standard_normal((len(keys), 64)).astype(np.float32)
     cache.put_many("m", dict(zip(keys, vectors, strict=True)))
     wanted = keys[::2] + [text_key(f"unknown {i}") for i in range(25_000)]
-    start = time.perf_counter()
+    statements: list[str] = []
+    cache._connection().set_trace_callback(statements.append)
     got = cache.get_many("m", wanted)
-    elapsed = time.perf_counter() - start
     assert len(got) == 25_000
     np.testing.assert_array_equal(got[keys[10]], vectors[10])
-    assert elapsed < 1.0, f"50k-key lookup took {elapsed:.2f}s"
+    np.testing.assert_array_equal(got[keys[49_998]], vectors[49_998])
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert 1 <= len(selects) <= 50_000 // 4000 + 1, len(selects)
 
 
 def test_result_cache_round_trip(tmp_path: Path) -> None:
