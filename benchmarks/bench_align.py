@@ -62,7 +62,7 @@ def _run(workdir: Path, old: str, new: str, embedder, *, naive: bool) -> tuple[f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--wikisnap", type=Path, default=REPO.parent / "shared" / "wikisnap")
+    parser.add_argument("--wikisnap", type=Path, default=REPO / "tests" / "data" / "wikisnap")
     parser.add_argument("--old", default="2024-01-01")
     parser.add_argument("--new", default="2024-06-01")
     parser.add_argument("--workdir", type=Path, help="keep snapshots here between runs")

@@ -35,7 +35,7 @@ def _config(workdir: Path, articles_file: Path, llm_url: str | None, shard: int)
         "workdir": str(workdir),
         "snapshot": {
             "source": "revisions-dir",
-            "input": str(REPO.parent / "shared" / "wikisnap"),
+            "input": str(REPO / "tests" / "data" / "wikisnap"),
             "articles": str(articles_file),
             "shard_size": shard,
         },
@@ -165,7 +165,7 @@ def main() -> None:
         return
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-local-benchmark")
-    manifest = json.loads((REPO.parent / "shared" / "wikisnap" / "MANIFEST.json").read_text())
+    manifest = json.loads((REPO / "tests" / "data" / "wikisnap" / "MANIFEST.json").read_text())
     titles = [a["title"] for a in manifest["articles"]]
     server = None
     url = None

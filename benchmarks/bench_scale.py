@@ -7,7 +7,7 @@ cost (`embedding_floor`): at the model's measured throughput on real sentences, 
 machine's measured fp32 matrix-product peak (no kernel beats that without embedding fewer
 texts or embedding them less precisely).
 
-    .venv/bin/python -m benchmarks.bench_scale [--wikisnap ../shared/wikisnap] [--faithful]
+    .venv/bin/python -m benchmarks.bench_scale [--wikisnap tests/data/wikisnap] [--faithful]
 
 Run it on an idle machine: under load every figure grows.
 """
@@ -46,7 +46,7 @@ def _peak_rss_mb() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--wikisnap", type=Path, default=REPO.parent / "shared" / "wikisnap")
+    parser.add_argument("--wikisnap", type=Path, default=REPO / "tests" / "data" / "wikisnap")
     parser.add_argument("--faithful", action="store_true", help="label in faithful mode")
     args = parser.parse_args()
     manifest = json.loads((args.wikisnap / "MANIFEST.json").read_text())

@@ -1,7 +1,7 @@
 """Snapshot benchmark: wikitext -> sentences throughput on wikisnap, and what the dump source
 fetches compared with the whole dump file. Prints one figure per line.
 
-    .venv/bin/python -m benchmarks.bench_snapshot [--wikisnap ../shared/wikisnap]
+    .venv/bin/python -m benchmarks.bench_snapshot [--wikisnap tests/data/wikisnap]
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def bench_dump(wikisnap: Path, pages_per_stream: int, selected: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--wikisnap", type=Path, default=REPO.parent / "shared" / "wikisnap")
+    parser.add_argument("--wikisnap", type=Path, default=REPO / "tests" / "data" / "wikisnap")
     parser.add_argument("--pages-per-stream", type=int, default=4)
     parser.add_argument("--select", type=int, default=3)
     args = parser.parse_args()

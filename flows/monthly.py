@@ -43,6 +43,7 @@ from pipeline.labeling import (
     plan_labels,
     prepare_labels,
 )
+from pipeline.layout import claim_workdir
 from pipeline.ledger import update_ledger
 from pipeline.release import build_release, list_releases, manifest_config
 from pipeline.snapshot import (
@@ -352,6 +353,7 @@ def previous_release(workdir: str | Path, snapshot: str) -> str | None:
 def _release_for(config: dict[str, Any], snapshot: str, previous: str | None) -> dict[str, Any]:
     log = get_run_logger()
     cfg = Config.model_validate(config)
+    claim_workdir(cfg.workdir)  # a workdir laid out by a newer wikidrift is refused here
     # Each stage under the workdir's lock for it (shared with the CLI commands): a second
     # writer of the stage waits. The ledger and release tasks take their own locks.
     stages: dict[str, Any] = {}

@@ -20,10 +20,11 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
+from pipeline.layout import check_workdir, claim_workdir
 from pipeline.redact import strip_credentials
 from pipeline.storage import logs_dir, stage_lock
 
@@ -35,6 +36,40 @@ def _iso_date(value: str) -> date:
         return date.fromisoformat(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a date like 2024-01-01") from None
+
+
+def _dates(value: str, flag: str) -> list[str]:
+    """A comma-separated date list from a command's own argument, as ISO strings."""
+    try:
+        dates = [_iso_date(d.strip()).isoformat() for d in value.split(",") if d.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise WikidriftError(f"{flag}: {exc}") from None
+    if not dates:
+        raise WikidriftError(f"{flag}: no date in {value!r} (dates look like 2024-01-01)")
+    return dates
+
+
+def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``low..high``."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+        if number < low or (high is not None and number > high):
+            allowed = f"{low}..{high}" if high is not None else f"{low} or more"
+            raise argparse.ArgumentTypeError(f"{number} is out of range ({allowed})")
+        return number
+
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the mistake and where help is, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"wikidrift: error: {message} (see `{self.prog} --help`)\n")
 
 
 def _add_common(p: argparse.ArgumentParser, *, workdir_required: bool = True) -> None:
@@ -49,11 +84,27 @@ def _add_common(p: argparse.ArgumentParser, *, workdir_required: bool = True) ->
     p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
 
 
-def _load(args: argparse.Namespace, overrides: dict[str, Any] | None = None) -> Config:
+def _load(
+    args: argparse.Namespace, overrides: dict[str, Any] | None = None, *, writes: bool = True
+) -> Config:
+    """The config of this command (file, profile, CLI overrides); the workdir is checked for a
+    newer layout, and one that a command ``writes`` into records ours."""
     overrides = dict(overrides or {})
     if getattr(args, "workdir", None) is not None:
         overrides["workdir"] = str(args.workdir)
-    return load_config(args.config, profile=args.profile, overrides=overrides)
+    cfg = load_config(args.config, profile=args.profile, overrides=overrides)
+    workdir = Path(cfg.workdir)
+    if workdir.exists() and not workdir.is_dir():
+        raise WikidriftError(f"workdir {workdir} is a file, not a folder")
+    (claim_workdir if writes else check_workdir)(workdir)
+    return cfg
+
+
+def _output_dir(path: Path, flag: str) -> Path:
+    """An output folder given on the command line: a file there is refused in one line."""
+    if path.exists() and not path.is_dir():
+        raise WikidriftError(f"{flag} {path} is a file, not a folder: choose another {flag}")
+    return path
 
 
 def _progress(total: int | None, desc: str) -> Any:
@@ -204,12 +255,12 @@ def cmd_release(args: argparse.Namespace) -> int:
     from pipeline.ledger import update_ledger
     from pipeline.release import build_release, manifest_config, release_diff
 
-    cfg = _load(args)
+    cfg = _load(args, writes=not args.action)
     workdir = Path(cfg.workdir)
     if args.action:
         if args.action[0] != "diff" or len(args.action) != 3:
             raise WikidriftError("usage: wikidrift release diff D1 D2 --workdir W")
-        a, b = (_iso_date(x).isoformat() for x in args.action[1:])
+        a, b = (_dates(x, "release diff")[0] for x in args.action[1:])
         diff = release_diff(workdir, a, b)
         print(f"release diff {a} -> {b}")
         for kind, d in diff.items():
@@ -251,10 +302,11 @@ def _phrase_temporal(cfg: Config, snapshot: str) -> str:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``wikidrift verify --release D``: checksums, schemas and ledger invariants."""
-    from pipeline.release import verify_release
+    from pipeline.release import read_manifest, verify_release
 
-    cfg = _load(args)
+    cfg = _load(args, writes=False)
     snapshot = args.release.isoformat()
+    read_manifest(cfg.workdir, snapshot)  # no release at all is a missing input, not a FAIL
     problems = verify_release(Path(cfg.workdir), snapshot)
     for problem in problems:
         print(f"FAIL {problem}")
@@ -269,8 +321,8 @@ def cmd_export_hf(args: argparse.Namespace) -> int:
     """``wikidrift export-hf``: Hugging Face datasets layout (and ``--push REPO``)."""
     from pipeline.export_hf import export_hf, push_to_hub
 
-    cfg = _load(args)
-    out = export_hf(Path(cfg.workdir), args.release.isoformat(), args.out)
+    cfg = _load(args, writes=False)
+    out = export_hf(Path(cfg.workdir), args.release.isoformat(), _output_dir(args.out, "--out"))
     print(f"exported {out}")
     if args.push:
         print(f"pushed {args.push} tag {push_to_hub(out, args.push)}")
@@ -281,8 +333,9 @@ def cmd_export_growover(args: argparse.Namespace) -> int:
     """``wikidrift export-growover``: the GrowOVER authors' JSONL layout."""
     from pipeline.export_growover import export_growover
 
-    cfg = _load(args)
-    print(f"exported {export_growover(Path(cfg.workdir), args.release.isoformat(), args.out)}")
+    cfg = _load(args, writes=False)
+    out = _output_dir(args.out, "--out")
+    print(f"exported {export_growover(Path(cfg.workdir), args.release.isoformat(), out)}")
     return 0
 
 
@@ -317,16 +370,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
 
     overrides = _model_overrides(args.model)
-    if args.k is not None and args.k < 1:
-        raise WikidriftError(f"--k {args.k}: must be at least 1")
     if args.k is not None:
         overrides["evaluate"] = {"k": args.k}
     cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
-    try:
-        releases = [_iso_date(d.strip()).isoformat() for d in args.release.split(",") if d.strip()]
-    except argparse.ArgumentTypeError as exc:
-        raise WikidriftError(f"--release: {exc}") from None
+    releases = _dates(args.release, "--release")
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     if not releases or not kinds or set(kinds) - set(KINDS):
         raise WikidriftError(
@@ -343,6 +391,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "embedder": retrieval_embedder_spec(cfg) if dense else None,
         "evaluate": cfg.evaluate.model_dump(mode="json"),
     }
+    if args.out is not None:
+        _output_dir(args.out, "--out")
     incomplete = 0
     for release in releases:
         with _console_progress():
@@ -395,6 +445,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     workdir = Path(cfg.workdir)
     release = args.release.isoformat()
     root = args.annotations_dir
+    if root is not None:
+        _output_dir(root, "--annotations-dir")
     if args.annotate_action == "sample":
         from pipeline.annotate.sample import sample_tasks
 
@@ -436,9 +488,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- run / serve
 def _run_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = _snapshot_overrides(args)
-    if args.dates:
-        dates = [_iso_date(d.strip()).isoformat() for d in args.dates.split(",") if d.strip()]
-        overrides.setdefault("snapshot", {})["dates"] = dates
+    if args.dates is not None:
+        overrides.setdefault("snapshot", {})["dates"] = _dates(args.dates, "--dates")
     flow: dict[str, Any] = {}
     if args.task_runner:
         flow["task_runner"] = args.task_runner
@@ -525,11 +576,13 @@ def _console_progress() -> Iterator[None]:
 
     reporter = progress.ConsoleProgress()
     progress.set_reporter(reporter)
+    finished = False
     try:
         yield
+        finished = True
     finally:
         progress.set_reporter(None)
-        reporter.close()
+        reporter.close(finished=finished)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -560,7 +613,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every ``wikidrift`` subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wikidrift",
         description="Growing benchmarks of real-world knowledge change from Wikipedia.",
     )
@@ -681,14 +734,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="none = closed book; temporal = dense with outdated passages ranked down",
     )
     p.add_argument(
-        "--k", type=int, help="passages per question (default: evaluate.k of the config, 3)"
+        "--k",
+        type=_int_at_least(1),
+        help="passages per question (default: evaluate.k of the config, 3)",
     )
     p.add_argument(
         "--kinds",
         default="qa,dialogue,temporal_qa,timelines",
         help="comma-separated item kinds (default: all; kinds a release lacks are skipped)",
     )
-    p.add_argument("--limit", type=int, help="only the first N items of each kind")
+    p.add_argument("--limit", type=_int_at_least(1), help="only the first N items of each kind")
     p.add_argument(
         "--out",
         type=Path,
@@ -703,16 +758,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     actions = p.add_subparsers(dest="annotate_action", required=True, metavar="ACTION")
     a = actions.add_parser("sample", help="draw the tasks: new and changed sentences (+ QA)")
-    a.add_argument("--per-label", type=int, default=30, help="sentences per label (default 30)")
+    a.add_argument(
+        "--per-label", type=_int_at_least(1), default=30, help="sentences per label (default 30)"
+    )
     a.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    a.add_argument("--include-qa", type=int, default=0, metavar="N", help="also N QA items")
+    a.add_argument(
+        "--include-qa", type=_int_at_least(0), default=0, metavar="N", help="also N QA items"
+    )
     a.add_argument("--force", action="store_true", help="replace tasks that already have judgments")
     b = actions.add_parser("serve", help="the local annotation web page")
     b.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    b.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free)")
+    b.add_argument(
+        "--port",
+        type=_int_at_least(0, 65535),
+        default=8765,
+        help="port (default 8765; 0 = any free)",
+    )
     c = actions.add_parser("report", help="majority vote, accuracy (GrowOVER Table 12), kappa")
     c.add_argument(
-        "--min-raters", type=int, default=1, help="score tasks with at least this many raters"
+        "--min-raters",
+        type=_int_at_least(1),
+        default=1,
+        help="score tasks with at least this many raters",
     )
     for action in (a, b, c):
         action.add_argument("--release", type=_iso_date, required=True, help="release date")
@@ -771,6 +838,11 @@ def _os_error(exc: OSError) -> str | None:
         if exc.errno is None:  # raised with a message of ours (read_parquet)
             return str(exc)
         return f"missing file {where or reason}: run the stage that writes it first"
+    if exc.errno in (errno.ENOTDIR, errno.EISDIR, errno.EEXIST):
+        return (
+            f"{reason}{f': {where}' if where else ''}: a file stands where a folder goes (or "
+            "the other way round); move it or choose another path"
+        )
     return None
 
 
@@ -807,12 +879,28 @@ def _damaged_databases(folder: Path) -> list[Path]:
     return damaged
 
 
+def _internal_error(exc: Exception, args: argparse.Namespace) -> int:
+    """An error no user input explains: one line (exit 1), or with ``-v`` the traceback."""
+    if args.verbose:
+        raise exc
+    what = " ".join(str(exc).split())[:300]
+    print(
+        f"wikidrift: internal error: {type(exc).__name__}: {strip_credentials(what)} "
+        "(a bug: run again with -v for the traceback and report it)",
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wikidrift`` console script."""
     # Library progress bars (model loading) would tear the CLI's own bars apart.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad argument already said in one line
+        return exc.code if isinstance(exc.code, int) else 2
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -831,9 +919,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         message = _os_error(exc)
         if message is None:
-            raise  # not one a user can act on: the traceback is the report
+            return _internal_error(exc, args)
         print(f"wikidrift: error: {message}", file=sys.stderr)
         return 2
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback with -v
+        return _internal_error(exc, args)
     except KeyboardInterrupt:
         return _stop(130, "interrupted; finished work is kept, re-run the same command to resume")
     except Terminated:

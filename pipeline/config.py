@@ -15,19 +15,20 @@ import hashlib
 import json
 import os
 import tomllib
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from pipeline import package_path
 from pipeline.errors import ConfigError
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 from pipeline.redact import redact_config
 from pipeline.sources.limits import DEFAULT_LIMITS as _LIMITS
 
-REPO_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
-DEFAULT_CONFIG_PATH = REPO_DATA_DIR / "wikidrift.toml"
+PACKAGE_DATA_DIR = package_path("data")
+DEFAULT_CONFIG_PATH = PACKAGE_DATA_DIR / "wikidrift.toml"
 
 ProfileName = Literal["paper", "offline"]
 SourceName = Literal["api", "dump", "revisions-dir"]
@@ -225,6 +226,18 @@ class FlowConfig(_Section):
     cron: str = "0 6 21 * *"  # monthly, after the 20th's dump
     export_hf_dir: str = ""  # "" = no Hugging Face export after each release
 
+    @field_validator("cron")
+    @classmethod
+    def _cron_is_valid(cls, value: str) -> str:
+        # Checked here so `wikidrift serve` refuses it before it starts anything.
+        from cronsim import CronSim, CronSimError
+
+        try:
+            CronSim(value, datetime.now())
+        except CronSimError as exc:
+            raise ValueError(f"not a cron schedule ({exc}); e.g. '0 6 21 * *'") from None
+        return value
+
 
 class Config(_Section):
     """The whole configuration. ``workdir`` is where every output goes."""
@@ -251,12 +264,13 @@ class Config(_Section):
 
     def resolve_path(self, value: str) -> Path:
         """A path from the config: absolute as is, relative ones against the current directory,
-        falling back to the repository root (so ``data/articles.txt`` works from anywhere)."""
+        falling back to the package's own copy (so ``data/articles.txt`` and ``data/sample``
+        work from anywhere, installed or not)."""
         p = Path(value)
         if p.is_absolute() or p.exists():
             return p
-        repo_relative = REPO_DATA_DIR.parent / p
-        return repo_relative if repo_relative.exists() else p
+        shipped = PACKAGE_DATA_DIR.parent / p
+        return shipped if shipped.exists() else p
 
     def stable_hash(self) -> str:
         """A hash of the settings that decide what a release contains (for cache keys and
@@ -335,15 +349,16 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 
 
 def _format_validation_error(err: ValidationError, origin: str) -> str:
-    lines = [f"invalid configuration ({origin}):"]
+    """One line: the origin, then every bad key with its value and what is allowed."""
+    problems = []
     for e in err.errors():
         key = ".".join(str(part) for part in e["loc"])
         value = e.get("input")
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = f"unknown key; allowed here: {', '.join(_allowed_keys(e['loc']))}"
-        lines.append(f"  {key} = {value!r}: {msg}")
-    return "\n".join(lines)
+        problems.append(f"{key} = {value!r}: {msg}")
+    return f"invalid configuration ({origin}): " + "; ".join(problems)
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
@@ -377,13 +392,15 @@ def load_config(
             file_data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise ConfigError(f"config file not found: {path}") from exc
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
     overrides = overrides or {}
     chosen = profile or overrides.get("profile") or file_data.get("profile") or "paper"
     if chosen not in PROFILES:
         raise ConfigError(
-            f"invalid configuration ({origin}):\n  profile = {chosen!r}: "
+            f"invalid configuration ({origin}): profile = {chosen!r}: "
             f"allowed: {', '.join(sorted(PROFILES))}"
         )
     merged = _deep_merge(PROFILES[chosen], file_data)

@@ -25,3 +25,12 @@ class IntegrityError(SourceError):
 
 class UnknownHostError(SourceError):
     """A source's host name does not resolve (no network, or a wrong URL): retrying cannot help."""
+
+
+class DamagedFileError(WikidriftError):
+    """A stage's file is unreadable, or not the bytes its stage recorded; the message names it
+    and the command that rebuilds it."""
+
+
+class NewerWorkdirError(WikidriftError):
+    """The workdir, or one of its tables, was written by a newer wikidrift."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import WikidriftError
-from pipeline.release import read_release_table
+from pipeline.release import check_release, read_release_table
 from pipeline.storage import write_text_atomic
 
 QA_TYPE = {"changed": "CHANGED", "new": "NEW", "unchanged": "SAME"}
@@ -41,6 +41,7 @@ def _jsonl(records: list[dict[str, Any]]) -> str:
 
 def export_growover(workdir: str | Path, snapshot: str, out: str | Path) -> Path:
     """Write the GrowOVER JSONL files of the release of ``snapshot`` into ``out``."""
+    check_release(workdir, snapshot)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise WikidriftError(f"{out} is not empty; export into a new or empty folder")

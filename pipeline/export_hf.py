@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.errors import WikidriftError
 from pipeline.redact import redact_config, redact_text, redact_value
-from pipeline.release import read_manifest, release_dir
+from pipeline.release import check_release, read_manifest, release_dir
 from pipeline.storage import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def export_hf(
     """Write the Hugging Face layout of the release of ``snapshot`` into ``out`` (which must be
     empty or not exist), with the harness files (:func:`add_harness_files`; ``embedder``:
     the dense retriever's, default the release's own); returns ``out``."""
-    manifest = read_manifest(workdir, snapshot)
+    manifest = check_release(workdir, snapshot)
     src = release_dir(workdir, snapshot)
     out = Path(out)
     if out.exists() and any(out.iterdir()):

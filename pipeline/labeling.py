@@ -31,11 +31,19 @@ from pipeline.align import (
 from pipeline.config import Config
 from pipeline.errors import WikidriftError
 from pipeline.facts import FactExtractor
+from pipeline.layout import (
+    done_before,
+    output_fingerprints,
+    own_marker,
+    read_marker,
+    verified_inputs,
+)
+from pipeline.models.batching import cache_namespace
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
 from pipeline.shards import ShardedOutput, chunked
-from pipeline.snapshot import read_table
+from pipeline.snapshot import read_table, snapshot_dir
 from pipeline.storage import (
     EMBEDDING_CACHE,
     NLI_CACHE,
@@ -47,6 +55,9 @@ from pipeline.storage import (
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+# The snapshot tables a labeling run reads, and the files it writes besides summary.json.
+SNAPSHOT_TABLES = ("articles", "sentences")
+LABEL_FILES = ("sentence_labels.parquet", "fact_guard_flips.json")
 LABELS_SCHEMA = pa.schema(
     [
         ("page_id", pa.int64()),
@@ -83,6 +94,8 @@ class LabelSummary:
     fact_guard_flips: int = 0
     already_done: bool = False
     per_page: dict[str, dict[str, int]] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
 
     def line(self) -> str:
         """One line for the CLI."""
@@ -127,17 +140,11 @@ def read_label_summary(workdir: str | Path, old: str, new: str) -> LabelSummary:
     path = labels_dir(workdir, old, new) / "summary.json"
     if not path.exists():
         raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
-    return LabelSummary(**json.loads(path.read_text()))
+    return read_marker(path, LabelSummary)
 
 
-def _snapshot_digest(workdir: Path, date: str) -> str:
-    arts = read_table(
-        workdir, date, "articles", columns=["page_id", "wikitext_sha1", "text_version"]
-    )
-    h = hashlib.sha256()
-    for row in sorted(zip(*(arts[c].to_pylist() for c in arts.column_names), strict=True)):
-        h.update(repr(row).encode())
-    return h.hexdigest()[:16]
+def _input_files(workdir: Path, old: str, new: str) -> list[Path]:
+    return [snapshot_dir(workdir, d) / f"{t}.parquet" for d in (old, new) for t in SNAPSHOT_TABLES]
 
 
 def _pages(workdir: Path, date: str, page_ids: list[int]) -> dict[int, PageSentences]:
@@ -243,6 +250,7 @@ class LabelJob:
     models: dict[str, str | None]
     page_order: tuple[int, ...]
     shard_pages: int = 200
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
 
     @property
     def out(self) -> Path:
@@ -276,13 +284,15 @@ def plan_labels(
         "nli": labeler.nli.model_id if labeler.nli else None,
         "contradiction_checker": labeler.checker.model_id if labeler.checker else None,
     }
+    inputs = verified_inputs(workdir, _input_files(workdir, old, new))
     digest = hashlib.sha256(
         json.dumps(
             {
-                "old": _snapshot_digest(workdir, old),
-                "new": _snapshot_digest(workdir, new),
+                "inputs": inputs,
                 "settings": settings,
                 "models": models,
+                # Vectors depend on the device kind and block size too (models.batching).
+                "vectors": cache_namespace(labeler.embedder),
             },
             sort_keys=True,
         ).encode()
@@ -291,17 +301,18 @@ def plan_labels(
     new_ids = read_table(workdir, new, "articles", columns=["page_id"])["page_id"].to_pylist()
     new_set = set(new_ids)
     order = tuple(new_ids + [p for p in old_ids if p not in new_set])
-    return LabelJob(str(workdir), old, new, digest, settings, models, order, shard_pages)
+    return LabelJob(
+        str(workdir), old, new, digest, settings, models, order, shard_pages, inputs=inputs
+    )
 
 
 def prepare_labels(job: LabelJob, *, force: bool = False) -> LabelSummary | None:
     """The stored summary when these labels exist for the same inputs (and not ``force``);
     otherwise set up the work area (keeping finished shards) and return None."""
-    if (job.out / "summary.json").exists() and not force:
-        stored = read_label_summary(job.workdir, job.old, job.new)
-        if stored.inputs_digest == job.inputs_digest:
-            stored.already_done = True
-            return stored
+    stored = None if force else own_marker(job.out / "summary.json", LabelSummary)
+    if done_before(stored, job.inputs_digest, job.out):
+        stored.already_done = True
+        return stored
     (job.out / "summary.json").unlink(missing_ok=True)
     job.shards()
     return None
@@ -374,8 +385,8 @@ def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
         seconds=round(seconds, 3),
         fact_guard_flips=totals.fact_guard_flips,
         per_page=per_page,
+        inputs=job.inputs,
     )
-    write_json_atomic(job.out / "summary.json", asdict(summary))
     write_json_atomic(
         job.out / "fact_guard_flips.json",
         [
@@ -383,6 +394,9 @@ def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
             for p, o, n, d in totals.flipped_examples
         ],
     )
+    # The done-marker last, with the bytes of everything written before it.
+    summary.outputs = output_fingerprints(job.out, LABEL_FILES)
+    write_json_atomic(job.out / "summary.json", asdict(summary))
     shards.cleanup()
     return summary
 

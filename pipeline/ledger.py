@@ -34,7 +34,6 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -45,9 +44,15 @@ import pyarrow as pa
 from pipeline.errors import WikidriftError
 from pipeline.generate.stage import generated_dir, read_generated
 from pipeline.labeling import labels_dir, read_labels
-from pipeline.snapshot import sentence_texts
+from pipeline.layout import (
+    done_before,
+    output_fingerprints,
+    own_marker,
+    read_marker,
+    verified_inputs,
+)
+from pipeline.snapshot import sentence_texts, snapshot_dir
 from pipeline.storage import (
-    file_sha256,
     publish_state_dir,
     read_parquet,
     recover_state_dirs,
@@ -58,6 +63,7 @@ from pipeline.storage import (
 
 SCHEMA_VERSION = 1
 KINDS = ("qa", "dialogue_turn", "quadruple")
+LEDGER_FILES = ("items.parquet", "evidence.parquet")
 
 ITEMS_SCHEMA = pa.schema(
     [
@@ -117,6 +123,8 @@ class LedgerSummary:
     retired: dict[str, dict[str, int]] = field(default_factory=dict)
     superseded: int = 0
     restated_quadruples_skipped: int = 0
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     already_done: bool = False
 
     def line(self) -> str:
@@ -174,7 +182,7 @@ def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
     path = ledger_dir(workdir, snapshot) / "state.json"
     if not path.exists():
         raise WikidriftError(f"the ledger has not been brought to {snapshot} in {workdir}")
-    return LedgerSummary(**json.loads(path.read_text()))
+    return read_marker(path, LedgerSummary)
 
 
 def previous_snapshot(workdir: str | Path, snapshot: str) -> str | None:
@@ -195,13 +203,6 @@ def normalize_key(text: str | None) -> str:
         if text.startswith(article):
             return text[len(article) :]
     return text
-
-
-def _file_digest(paths: Iterable[Path]) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(f"{path.name}:{file_sha256(path)};".encode())
-    return h.hexdigest()[:16]
 
 
 def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:
@@ -310,21 +311,21 @@ def _update_ledger(
             )
         inputs += [
             ledger_dir(workdir, previous) / "items.parquet",
+            ledger_dir(workdir, previous) / "evidence.parquet",
             labels_dir(workdir, previous, snapshot) / "sentence_labels.parquet",
+            snapshot_dir(workdir, snapshot) / "sentences.parquet",
         ]
-    for path in inputs:
-        if not path.exists():
-            raise WikidriftError(f"ledger input missing: {path} (run the stage that writes it)")
-    digest = _file_digest(inputs)
+    files = verified_inputs(workdir, inputs)
+    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
     out = ledger_dir(workdir, snapshot)
-    complete = all((out / n).exists() for n in ("state.json", "items.parquet", "evidence.parquet"))
-    if complete and not force:
-        stored = read_ledger_summary(workdir, snapshot)
-        if stored.inputs_digest == digest and stored.previous == previous:
-            stored.already_done = True
-            return stored
+    stored = None if force else own_marker(out / "state.json", LedgerSummary)
+    if done_before(stored, digest, out) and stored.previous == previous:
+        stored.already_done = True
+        return stored
 
-    summary = LedgerSummary(snapshot=snapshot, previous=previous, inputs_digest=digest)
+    summary = LedgerSummary(
+        snapshot=snapshot, previous=previous, inputs_digest=digest, inputs=files
+    )
     items: dict[str, dict] = {}
     evidence_rows: list[dict] = []
     if previous is not None:
@@ -456,6 +457,7 @@ def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: Led
             table_name="ledger_evidence",
             schema_version=SCHEMA_VERSION,
         )
+        summary.outputs = output_fingerprints(tmp, LEDGER_FILES)
         write_json_atomic(tmp / "state.json", asdict(summary))
 
     publish_state_dir(out, write)

@@ -100,19 +100,21 @@ class ConsoleProgress:
             elif self._line is not None:
                 self._line["n"] += n
 
-    def _close(self) -> None:
+    def _close(self, finished: bool = True) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
         if self._line is not None:
             line, self._line = self._line, None
+            if not finished:
+                return  # the error that stopped it is the line to read
             took = time.monotonic() - line["start"]
             done = f": {line['n']} {line['unit']}s" if line["n"] else ""
             # write(), not print(): a Prefect flow with log_prints turns print() into log records
             self.file.write(f"{line['label']}{done} in {took:.0f}s\n")
             self.file.flush()
 
-    def close(self) -> None:
-        """Finish the last stage."""
+    def close(self, *, finished: bool = True) -> None:
+        """Finish the last stage (one that did not finish prints no "done" line)."""
         with self._lock:
-            self._close()
+            self._close(finished)

@@ -46,16 +46,19 @@ import pyarrow.parquet as pq
 from pipeline.config import Config
 from pipeline.config import config_hash as compute_config_hash
 from pipeline.errors import WikidriftError
-from pipeline.labeling import LABELS_SCHEMA, read_label_summary, read_labels
+from pipeline.labeling import LABELS_SCHEMA, labels_dir, read_label_summary, read_labels
+from pipeline.layout import outputs_intact, own_marker, read_marker, verified_inputs
 from pipeline.ledger import (
+    LEDGER_FILES,
     ledger_dir,
+    ledger_snapshots,
     previous_snapshot,
     read_evidence,
     read_items,
     read_ledger_summary,
 )
 from pipeline.redact import redact_config, redact_value
-from pipeline.snapshot import read_table, sentence_texts
+from pipeline.snapshot import read_table, sentence_texts, snapshot_dir
 from pipeline.storage import (
     file_sha256,
     publish_dir,
@@ -185,6 +188,7 @@ class ReleaseManifest:
     labeling_rule: str
     counts: dict[str, dict[str, int]]
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
     already_built: bool = False
 
     def line(self) -> str:
@@ -222,15 +226,28 @@ def read_manifest(workdir: str | Path, snapshot: str) -> ReleaseManifest:
     path = release_dir(workdir, snapshot) / "manifest.json"
     if not path.exists():
         raise WikidriftError(f"no release {snapshot} in {workdir} (run `wikidrift release`)")
-    return ReleaseManifest(**json.loads(path.read_text()))
+    return read_marker(path, ReleaseManifest)
+
+
+def check_release(workdir: str | Path, snapshot: str) -> ReleaseManifest:
+    """The manifest of the release of ``snapshot``, once every file it lists is there with
+    the bytes it lists (else one line naming the file and the command that writes a new
+    revision): what exports, evaluations and annotation samples start with."""
+    manifest = read_manifest(workdir, snapshot)
+    verified_inputs(workdir, [release_dir(workdir, snapshot) / name for name in manifest.files])
+    return manifest
 
 
 def read_release_table(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
-    """One table of the current release of ``snapshot``."""
+    """One table of the current release of ``snapshot``, checked against the sha256 its
+    manifest lists (a damaged release is named in one line, with the command that writes a new
+    revision)."""
     if name not in SCHEMAS:
         raise ValueError(f"unknown release table {name!r}; one of {list(SCHEMAS)}")
+    path = release_dir(workdir, snapshot) / f"{name}.parquet"
+    verified_inputs(workdir, [path])
     return read_parquet(
-        release_dir(workdir, snapshot) / f"{name}.parquet",
+        path,
         expected_table=f"release_{name}" if name != "sentence_labels" else "sentence_labels",
         max_schema_version=SCHEMA_VERSION,
     )
@@ -437,6 +454,22 @@ def _inputs_digest(workdir: Path, snapshot: str, config_hash: str) -> str:
     return h.hexdigest()[:16]
 
 
+def _input_files(workdir: Path, snapshot: str, previous: str | None) -> list[Path]:
+    """The files a release is built from: the ledger state, the temporal questions, every
+    label pair up to ``snapshot`` (relations accumulate over releases) or, for the first
+    release, the snapshot's sentences."""
+    files = [ledger_dir(workdir, snapshot) / name for name in LEDGER_FILES]
+    questions = temporal_dir(workdir, snapshot) / "questions.parquet"
+    files += [questions] if questions.exists() else []
+    if previous is None:
+        return [*files, snapshot_dir(workdir, snapshot) / "sentences.parquet"]
+    for snap in ledger_snapshots(workdir):
+        before = previous_snapshot(workdir, snap) if snap <= snapshot else None
+        if before is not None:
+            files.append(labels_dir(workdir, before, snap) / "sentence_labels.parquet")
+    return files
+
+
 def _models(workdir: Path, snapshot: str, previous: str | None) -> dict[str, Any]:
     from pipeline.generate.stage import read_generation_summary
 
@@ -500,20 +533,27 @@ def _build_release(
             f"the ledger has no state for {snapshot}: generate items and update the ledger first "
             "(`wikidrift run` does every stage)"
         )
+    previous = previous_snapshot(workdir, snapshot)
+    inputs = verified_inputs(workdir, _input_files(workdir, snapshot, previous))
     digest = _inputs_digest(workdir, snapshot, config_hash)
     out = release_dir(workdir, snapshot)
     revision = 1
-    if (out / "manifest.json").exists():
-        existing = read_manifest(workdir, snapshot)
-        if existing.inputs_digest == digest and not new_revision:
+    if out.exists():
+        existing = own_marker(out / "manifest.json", ReleaseManifest)
+        intact = existing is not None and outputs_intact(
+            out, {n: f["sha256"] for n, f in existing.files.items()}
+        )
+        if intact and existing.inputs_digest == digest and not new_revision:
             existing.already_built = True
             return existing
         if not (new_revision or revise_on_change):
+            why = "was built from other inputs" if intact else "is damaged (its files or manifest)"
             raise WikidriftError(
-                f"release {existing.release_id} exists and was built from other inputs; "
-                "releases are never overwritten: pass --force to write a new revision"
+                f"release {snapshot} {why}; releases are never overwritten: "
+                f"`wikidrift release --snapshot {snapshot} --workdir {workdir} --force` writes "
+                "a new revision"
             )
-        revision = existing.revision + 1
+        revision = existing.revision + 1 if existing else _next_revision(workdir, snapshot)
 
     aside = releases_root(workdir) / f"{snapshot}.r{revision - 1}"
     if revision > 1 and aside.exists():
@@ -521,7 +561,6 @@ def _build_release(
             f"{aside} exists, but revision {revision - 1} is the current release: move that "
             "folder away, then run this again"
         )
-    previous = previous_snapshot(workdir, snapshot)
     prev_release = previous if previous in list_releases(workdir) else None
     tables = release_item_tables(workdir, snapshot)
     tables["sentence_labels"] = (
@@ -556,6 +595,7 @@ def _build_release(
         prompt_hashes={h: str(n) for h, n in prompt_hashes.items()},
         labeling_rule=labeling_rule,
         counts=_counts(tables),
+        inputs=inputs,
     )
 
     root = releases_root(workdir)
@@ -591,6 +631,17 @@ def _build_release(
     # knows from its manifest whether it is the new release or the one it replaced.
     publish_dir(tmp, out, root / f"{snapshot}.r{revision - 1}")
     return manifest
+
+
+def _next_revision(workdir: Path, snapshot: str) -> int:
+    """A revision number above every kept one, for a release whose manifest is unreadable
+    (its own number is unknown, but it is newer than every ``<snapshot>.r<N>``)."""
+    kept = [
+        int(m.group(2))
+        for p in releases_root(workdir).iterdir()
+        if (m := _REVISION.match(p.name)) and m.group(1) == snapshot
+    ]
+    return max(kept, default=0) + 2
 
 
 _HIDDEN = re.compile(r"^\.(\d{4}-\d{2}-\d{2})\.")

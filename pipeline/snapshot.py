@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.errors import WikidriftError
+from pipeline.layout import output_fingerprints, outputs_intact, own_marker, read_marker
 from pipeline.models.vector_cache import ResultCache
 from pipeline.records import RawRevision
 from pipeline.shards import ShardedOutput, chunked
@@ -90,6 +91,7 @@ class SnapshotSummary:
     resumed_articles: int = 0
     not_delivered: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     already_built: bool = False
 
     def line(self) -> str:
@@ -128,7 +130,7 @@ def read_summary(workdir: str | Path, snapshot_date: date | str) -> SnapshotSumm
         raise WikidriftError(
             f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
         )
-    return SnapshotSummary(**json.loads(path.read_text()))
+    return read_marker(path, SnapshotSummary)
 
 
 def read_table(
@@ -384,14 +386,17 @@ def prepare_snapshot(job: SnapshotJob, *, force: bool = False) -> SnapshotSummar
     """The stored summary when the snapshot is complete for the same articles and kind of
     source (and not ``force``); otherwise set up the work area (keeping finished shards of the
     same request) and return None."""
-    if is_complete(job.workdir, job.snapshot) and not force:
-        stored = read_summary(job.workdir, job.snapshot)
+    stored = None if force else own_marker(job.out / "snapshot.json", SnapshotSummary)
+    if stored is not None:
         same_kind = stored.source.split(":")[0] == job.source_description.split(":")[0]
-        if stored.selection_digest == selection_digest(job.selection) and same_kind:
+        same = stored.selection_digest == selection_digest(job.selection) and same_kind
+        if same and outputs_intact(job.out, stored.outputs):
             stored.already_built = True
             return stored
         log.info(
-            "snapshot %s was built for other articles or another source: rebuilding", job.snapshot
+            "snapshot %s was built for other articles or another source, or its files were "
+            "damaged: rebuilding",
+            job.snapshot,
         )
     # A forced rebuild that dies half-way must not leave the old snapshot looking complete.
     (job.out / "snapshot.json").unlink(missing_ok=True)
@@ -547,6 +552,7 @@ def finalize_snapshot(job: SnapshotJob, *, seconds: float = 0.0) -> SnapshotSumm
         reused_articles=sum(p["reused"] for p in parts),
         not_delivered=not_delivered,
         seconds=round(seconds, 3),
+        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in _TABLES]),
     )
     write_json_atomic(job.out / "snapshot.json", asdict(summary))
     shards.cleanup()

@@ -26,7 +26,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import WikidriftError
+from pipeline.errors import DamagedFileError, NewerWorkdirError, WikidriftError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def _umask_mode() -> int:
 _FILE_MODE = _umask_mode()
 
 
-class SchemaVersionError(RuntimeError):
+class SchemaVersionError(NewerWorkdirError):
     """A Parquet file was written with a schema version this code cannot read."""
 
 
@@ -197,23 +197,55 @@ def read_parquet(
     shard of a large table costs the memory of the shard, not of the table."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such table (has the stage that writes it run?)")
-    schema = pq.read_schema(path)
-    meta = schema.metadata or {}
-    name = meta.get(TABLE_NAME_KEY, b"").decode()
-    if name != expected_table:
-        raise SchemaVersionError(f"{path}: holds table {name!r}, expected {expected_table!r}")
-    version = int(meta.get(SCHEMA_VERSION_KEY, b"0"))
-    if not 1 <= version <= max_schema_version:
-        raise SchemaVersionError(
-            f"{path}: schema version {version}; "
-            f"this wikidrift reads versions 1..{max_schema_version}"
+        raise FileNotFoundError(
+            f"{path}: no such table (has the stage that writes it run?){_rebuild_hint(path)}"
         )
-    if page_ids is None:
-        return pq.read_table(path, columns=columns)
-    table = pq.read_table(path, columns=columns, filters=[("page_id", "in", list(page_ids))])
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise _damaged(path, exc) from None
+    meta = schema.metadata or {}
+    name = meta.get(TABLE_NAME_KEY, b"").decode(errors="replace")
+    if name != expected_table:
+        raise DamagedFileError(
+            f"{path}: holds table {name!r}, expected {expected_table!r}{_rebuild_hint(path)}"
+        )
+    try:
+        version = int(meta.get(SCHEMA_VERSION_KEY, b"0"))
+    except ValueError:
+        version = 0
+    if version > max_schema_version:
+        raise SchemaVersionError(
+            f"{path}: schema version {version}, written by a newer wikidrift; this one reads "
+            f"versions 1..{max_schema_version}: upgrade wikidrift{_rebuild_hint(path, 'or')}"
+        )
+    if version < 1:
+        raise DamagedFileError(f"{path}: no schema version{_rebuild_hint(path)}")
+    try:
+        if page_ids is None:
+            return pq.read_table(path, columns=columns)
+        table = pq.read_table(path, columns=columns, filters=[("page_id", "in", list(page_ids))])
+    except (pa.ArrowException, OSError) as exc:
+        raise _damaged(path, exc) from None
     # The dataset reader drops the file's schema metadata; keep it like an unfiltered read.
     return table.replace_schema_metadata(meta)
+
+
+def _rebuild_hint(path: Path, joiner: str = "") -> str:
+    from pipeline.layout import stage_file  # layout imports storage
+
+    found = stage_file(path)
+    if found is None:
+        return ""
+    return found.advice().replace("; ", f"; {joiner} ", 1) if joiner else found.advice()
+
+
+def _damaged(path: Path, exc: BaseException) -> DamagedFileError:
+    reason = " ".join(str(exc).split())[:160]
+    return DamagedFileError(
+        f"{path} is not a readable Parquet table ({type(exc).__name__}: {reason})"
+        f"{_rebuild_hint(path)}"
+    )
 
 
 def schema_version_of(path: str | Path) -> int:

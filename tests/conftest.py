@@ -1,9 +1,14 @@
-"""Shared test setup: offline Hugging Face, the real wikisnap data beside the checkout."""
+"""Shared test setup: offline Hugging Face, the real wikisnap data in ``tests/data/``."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,15 +24,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-WIKISNAP = Path(os.environ.get("WIKIDRIFT_WIKISNAP", REPO_ROOT.parent / "shared" / "wikisnap"))
+# 36 real articles x 5 dates and two dump fixtures, CC BY-SA (attribution: tests/data/README.md).
+WIKISNAP = REPO_ROOT / "tests" / "data" / "wikisnap"
 WIKISNAP_DATES = ["2023-01-01", "2023-06-01", "2024-01-01", "2024-06-01", "2025-01-01"]
 
 
 @pytest.fixture(scope="session")
 def wikisnap_dir() -> Path:
-    """The real wikisnap folder (36 articles x 5 dates); CI has ../shared beside the checkout."""
-    if not (WIKISNAP / "MANIFEST.json").exists():
-        pytest.fail(f"real test data missing: expected {WIKISNAP}/MANIFEST.json")
+    """The real wikisnap folder (36 articles x 5 dates), part of the repository."""
     return WIKISNAP
 
 
@@ -95,6 +99,53 @@ def stage_workdir(tmp_path_factory: pytest.TempPathFactory, splitter, wikisnap_d
         workdir, ["2024-01-01", "2024-06-01", "2025-01-01"], STAGE_PAGE_IDS, splitter
     )
     return workdir
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """``folder`` and everything in it read-only for the block, root included: root writes
+    through permission bits, not through the immutable attribute (``chattr +i``); where
+    neither is possible the test skips."""
+    paths = [folder, *folder.rglob("*")]
+    if os.geteuid() != 0:
+        for path in paths:
+            path.chmod(path.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+        try:
+            yield
+        finally:
+            for path in paths:
+                path.chmod(path.stat().st_mode | stat.S_IWUSR)
+        return
+    chattr = shutil.which("chattr")
+    done = subprocess.run([chattr or "chattr", "-R", "+i", str(folder)], capture_output=True)
+    if chattr is None or done.returncode != 0:
+        pytest.skip(f"running as root on a file system without chattr +i: {done.stderr!r}")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-R", "-i", str(folder)], check=True)
+
+
+def reseal_release(workdir: Path, snapshot: str) -> None:
+    """Make a release's manifest list its files as they are now (a test that edits a release
+    on purpose, as a careful forger or an older wikidrift would leave it)."""
+    import pyarrow.parquet as pq
+
+    from pipeline.release import release_dir
+    from pipeline.storage import file_sha256, write_json_atomic
+
+    out = release_dir(workdir, snapshot)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["files"] = {
+        p.name: {
+            "sha256": file_sha256(p),
+            "bytes": p.stat().st_size,
+            **({"rows": pq.read_metadata(p).num_rows} if p.suffix == ".parquet" else {}),
+        }
+        for p in sorted(out.iterdir())
+        if p.name != "manifest.json"
+    }
+    write_json_atomic(out / "manifest.json", manifest)
 
 
 def copy_workdir(src: Path, dst: Path) -> Path:

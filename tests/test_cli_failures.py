@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 
 import pytest
 
 from pipeline.cli import main
 from pipeline.release import read_manifest, releases_root, verify_release
-from tests.conftest import STAGE_DATES, copy_workdir
+from tests.conftest import STAGE_DATES, copy_workdir, read_only, scripted_config_file
 
 A, B, C = STAGE_DATES
 
 
 def _common(workdir: Path) -> list[str]:
-    return ["--workdir", str(workdir), "--profile", "offline"]
+    # The config the workdir was built with (scripted_config), so finished stages stay done.
+    config = scripted_config_file(workdir.parent)
+    return ["--workdir", str(workdir), "--profile", "offline", "--config", str(config)]
 
 
 def _one_error_line(err: str, *needles: str) -> str:
@@ -78,13 +79,6 @@ def test_missing_stage_output_is_one_line(released_workdir: Path, tmp_path: Path
     assert verify_release(workdir, B) == []
 
 
-def _make_read_only(root: Path) -> None:
-    for path in [root, *root.rglob("*")]:
-        mode = path.stat().st_mode
-        path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions")
 def test_read_only_workdir_runs_what_has_nothing_to_do(
     released_workdir: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,8 +97,7 @@ def test_read_only_workdir_runs_what_has_nothing_to_do(
         return setup
 
     monkeypatch.setattr(runtime, "llm_from_config", scripted_llm)
-    _make_read_only(workdir)
-    try:
+    with read_only(workdir):
         capsys.readouterr()
         for args in (
             ["label", "--old", A, "--new", B],
@@ -116,6 +109,3 @@ def test_read_only_workdir_runs_what_has_nothing_to_do(
             assert main([*args, *_common(workdir)]) == 0, (args, capsys.readouterr().err)
         assert main(["release", "--snapshot", B, "--force", *_common(workdir)]) == 2
         _one_error_line(capsys.readouterr().err, "read-only")
-    finally:
-        for path in [workdir, *workdir.rglob("*")]:
-            path.chmod(path.stat().st_mode | stat.S_IWUSR)

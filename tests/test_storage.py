@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from pipeline.errors import DamagedFileError
 from pipeline.shards import ShardedOutput
 from pipeline.storage import (
     AtomicParquetWriter,
@@ -27,12 +29,41 @@ def test_parquet_round_trip_keeps_schema_version(tmp_path: Path) -> None:
     assert schema_version_of(path) == 3
     back = read_parquet(path, expected_table="things", max_schema_version=3)
     assert back.to_pylist() == table.to_pylist()
-    with pytest.raises(SchemaVersionError, match="schema version 3"):
+    with pytest.raises(SchemaVersionError, match="schema version 3, written by a newer"):
         read_parquet(path, expected_table="things", max_schema_version=2)
-    with pytest.raises(SchemaVersionError, match="holds table 'things'"):
+    with pytest.raises(DamagedFileError, match="holds table 'things'"):
         read_parquet(path, expected_table="other", max_schema_version=3)
     with pytest.raises(FileNotFoundError, match="no such table"):
         read_parquet(tmp_path / "missing.parquet", expected_table="things", max_schema_version=1)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: b"garbage, not Parquet " * 50,
+        lambda raw: raw[: len(raw) // 2],  # cut short
+        lambda raw: raw[:8] + bytes(64) + raw[72:],  # scribbled over after the magic bytes
+        lambda raw: b"",
+    ],
+    ids=["garbage", "truncated", "scribbled", "empty"],
+)
+def test_a_damaged_table_is_one_clear_error_naming_the_rebuild(
+    tmp_path: Path, damage: Callable[[bytes], bytes]
+) -> None:
+    path = tmp_path / "w" / "snapshots" / "2024-06-01" / "sentences.parquet"
+    path.parent.mkdir(parents=True)
+    write_parquet_atomic(
+        pa.table({"page_id": list(range(200)), "text": ["x" * 40] * 200}, schema=SCHEMA),
+        path,
+        table_name="sentences",
+        schema_version=1,
+    )
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(DamagedFileError) as caught:
+        read_parquet(path, expected_table="sentences", max_schema_version=1)
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message
+    assert "rebuild it with `wikidrift snapshot --date 2024-06-01 --workdir" in message
 
 
 def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from pipeline.annotate import (
     release_annotations_dir,
 )
 from pipeline.errors import WikidriftError
-from pipeline.release import list_releases, read_manifest, read_release_table
+from pipeline.release import check_release, list_releases, read_manifest, read_release_table
 from pipeline.snapshot import read_table
 from pipeline.storage import write_json_atomic, write_text_atomic
 
@@ -429,6 +429,7 @@ def sample_tasks(
 ) -> SampleSummary:
     """Draw the sample of ``release`` and write ``tasks.jsonl`` (+ ``sample.json``). Refuses to
     replace a tasks file that already has judgments unless ``force``."""
+    check_release(workdir, release)
     tasks, available, taken, old = build_sample(
         workdir, release, per_label=per_label, seed=seed, include_qa=include_qa
     )

@@ -26,7 +26,7 @@ from pipeline.evaluate.retrievers import Hit, make_retriever
 from pipeline.generate.prompts import load_prompt
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
-from pipeline.release import read_manifest, read_release_table, release_dir
+from pipeline.release import check_release, read_release_table, release_dir
 
 KINDS = ("qa", "dialogue", "temporal_qa", "timelines")
 TYPES = ("unchanged", "new", "changed")
@@ -425,7 +425,7 @@ def evaluate_release(
     if limit is not None and limit < 1:
         raise WikidriftError(f"--limit {limit}: must be at least 1")
     started = time.monotonic()
-    manifest = read_manifest(workdir, release)
+    manifest = check_release(workdir, release)
     items_by_kind, skipped = load_items(workdir, release, kinds, limit)
     items = [it for kind in items_by_kind for it in items_by_kind[kind]]
     hits, retrieval_ms = retrieve(workdir, items, retriever, embedder, settings)

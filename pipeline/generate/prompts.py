@@ -24,9 +24,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from pipeline import package_path
 from pipeline.models.llm.base import LLMRequest
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = package_path("prompts")
 PROMPT_NAMES = (
     "qa_initial",
     "qa_new",
@@ -221,7 +222,7 @@ def _load_cached(name: str, directory: str, mtime_ns: int) -> PromptTemplate:
 
 
 def load_prompt(name: str, directory: str | Path | None = None) -> PromptTemplate:
-    """Load ``<directory>/<name>.md`` (default: the repository's ``prompts/``)."""
+    """Load ``<directory>/<name>.md`` (default: the prompts shipped in the package)."""
     folder = Path(directory) if directory is not None else PROMPTS_DIR
     path = folder / f"{name}.md"
     if not path.exists():

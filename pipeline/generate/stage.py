@@ -71,11 +71,18 @@ from pipeline.generate.selection import (
     select_paragraphs,
 )
 from pipeline.labeling import labels_dir, read_labels
+from pipeline.layout import (
+    done_before,
+    output_fingerprints,
+    own_marker,
+    read_marker,
+    verified_inputs,
+)
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
 from pipeline.shards import ShardedOutput, chunked
 from pipeline.snapshot import is_complete, read_table, snapshot_dir
-from pipeline.storage import file_sha256, read_parquet, write_json_atomic
+from pipeline.storage import read_parquet, write_json_atomic
 from pipeline.validate import (
     GroundingNLI,
     ItemValidator,
@@ -107,6 +114,8 @@ class GenerationSummary:
     prompt_hashes: dict[str, str] = field(default_factory=dict)
     embedder: str = ""
     seconds: float = 0.0
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     skipped: bool = False
 
     @property
@@ -138,11 +147,7 @@ def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSum
     path = generated_dir(workdir, snapshot) / "run.json"
     if not path.exists():
         raise WikidriftError(f"no generation run for {snapshot} in {workdir}")
-    return GenerationSummary(**json.loads(path.read_text()))
-
-
-def _file_digest(path: Path) -> str:
-    return file_sha256(path)[:16]
+    return read_marker(path, GenerationSummary)
 
 
 def _inputs_digest(
@@ -154,7 +159,8 @@ def _inputs_digest(
     cfg: GenerationConfig,
     page_ids: list[int] | None,
     grounding_nli: GroundingNLI | None,
-) -> str:
+) -> tuple[str, dict[str, str]]:
+    """The digest of everything that decides the run's output, and the input files' sha256."""
     for date in (snapshot, previous):
         if date is not None and not is_complete(workdir, date):
             raise WikidriftError(
@@ -168,22 +174,18 @@ def _inputs_digest(
             f"no labels {previous} -> {snapshot} in {workdir} (run `wikidrift label`)"
         )
     snap = snapshot_dir(workdir, snapshot)
-    files = {
-        "articles": _file_digest(snap / "articles.parquet"),
-        "sentences": _file_digest(snap / "sentences.parquet"),
-    }
+    paths = [snap / "articles.parquet", snap / "sentences.parquet"]
     if previous is not None:
-        files["previous_articles"] = _file_digest(
-            snapshot_dir(workdir, previous) / "articles.parquet"
-        )
-        files["labels"] = _file_digest(
-            labels_dir(workdir, previous, snapshot) / "sentence_labels.parquet"
-        )
+        paths += [
+            snapshot_dir(workdir, previous) / "articles.parquet",
+            labels_dir(workdir, previous, snapshot) / "sentence_labels.parquet",
+        ]
+    inputs = verified_inputs(workdir, paths)
     blob = {
         "version": GENERATOR_VERSION,
         "snapshot": snapshot,
         "previous": previous,
-        "files": files,
+        "files": inputs,
         "prompts": prompt_hashes(),
         "config": cfg.model_dump(mode="json"),
         "backend": f"{backend.backend_id}:{backend.model}",
@@ -193,7 +195,7 @@ def _inputs_digest(
         if grounding_nli is None
         else getattr(grounding_nli, "model_id", getattr(grounding_nli, "__qualname__", "nli")),
     }
-    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16], inputs
 
 
 def load_articles(
@@ -522,6 +524,7 @@ class GenerationJob:
     inputs_digest: str
     page_order: tuple[int, ...]
     shard_pages: int = 200
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
 
     @property
     def out(self) -> Path:
@@ -559,30 +562,26 @@ def plan_generation(
     snapshot, previous = str(snapshot), (str(previous) if previous is not None else None)
     if previous is not None and previous >= snapshot:
         raise WikidriftError(f"previous snapshot {previous} is not older than {snapshot}")
-    digest = _inputs_digest(
+    digest, inputs = _inputs_digest(
         workdir, snapshot, previous, backend, embedder, cfg, page_ids, grounding_nli
     )
     order = read_table(workdir, snapshot, "articles", columns=["page_id"])["page_id"].to_pylist()
     if page_ids is not None:
         wanted = set(page_ids)
         order = [p for p in order if p in wanted]
-    return GenerationJob(str(workdir), snapshot, previous, digest, tuple(order), shard_pages)
+    return GenerationJob(
+        str(workdir), snapshot, previous, digest, tuple(order), shard_pages, inputs=inputs
+    )
 
 
 def prepare_generation(job: GenerationJob, *, force: bool = False) -> GenerationSummary | None:
     """The stored summary when this generation ran with the same inputs (and not ``force``);
     otherwise set up the work area (keeping finished shards) and return None."""
-    done = (job.out / "run.json").exists() and all(
-        (job.out / f"{name}.parquet").exists() for name in OUTPUT_TABLES
-    )
-    if done and not force:
-        try:
-            stored = read_generation_summary(job.workdir, job.snapshot)
-        except (TypeError, ValueError):  # run.json of another code version: regenerate
-            stored = None
-        if stored is not None and stored.inputs_digest == job.inputs_digest:
-            stored.skipped = True
-            return stored
+    done = all((job.out / f"{name}.parquet").exists() for name in OUTPUT_TABLES)
+    stored = own_marker(job.out / "run.json", GenerationSummary) if done and not force else None
+    if done_before(stored, job.inputs_digest, job.out):
+        stored.skipped = True
+        return stored
     # The marker goes first: a run that dies below leaves no "done" state behind.
     (job.out / "run.json").unlink(missing_ok=True)
     job.shards()
@@ -725,6 +724,8 @@ def finalize_generation(
         prompt_hashes=prompt_hashes(),
         embedder=embedder_id,
         seconds=round(seconds, 3),
+        inputs=job.inputs,
+        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in OUTPUT_TABLES]),
     )
     write_json_atomic(job.out / "run.json", asdict(summary))
     shards.cleanup()

@@ -23,6 +23,12 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from pipeline.errors import ConfigError, WikidriftError
+from pipeline.models.batching import (
+    block_namespace,
+    cache_namespace,
+    filled,
+    fixed_shape_blocks,
+)
 from pipeline.models.device import (
     auto_batch_size,
     model_load_error,
@@ -79,11 +85,6 @@ def _as_texts(texts: Sequence[str]) -> list[str]:
     return out
 
 
-def _length_order(texts: Sequence[str]) -> np.ndarray:
-    """Indices that sort texts longest first, so each batch pads to similar lengths."""
-    return np.argsort([-len(t) for t in texts], kind="stable")
-
-
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model (hub id or local folder), loaded on first use."""
 
@@ -135,23 +136,38 @@ class SentenceTransformerEmbedder:
             raise WikidriftError(f"model {self.name_or_path!r} does not report its vector size")
         return int(dim)
 
+    @property
+    def cache_namespace(self) -> str:
+        """Cache namespace of this embedder's vectors: model, device kind and block rows."""
+        device = resolve_device(self.device)
+        return block_namespace(self.model_id, device, auto_batch_size(self.batch_size, device))
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts: float32, unit rows, input order."""
+        """Embed texts: float32, unit rows, input order; each vector depends on its text only
+        (fixed-shape batches, see :mod:`pipeline.models.batching`)."""
         items = _as_texts(texts)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
+        import torch
+        from sentence_transformers.util import batch_to_device
+
         model = self.load()
-        # encode() already sorts by length, batches, restores input order and runs under
-        # torch.inference_mode(), so sorting here again would only cost time.
-        vectors = model.encode(
-            items,
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        cap = int(model.max_seq_length or model.tokenizer.model_max_length)
+        counts = [
+            len(ids) for ids in model.tokenizer(items, truncation=True, max_length=cap)["input_ids"]
+        ]
+        out = np.empty((len(items), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for block, length in fixed_shape_blocks(counts, self.batch_size, cap):
+                features = model.preprocess(
+                    [items[i] for i in filled(block, self.batch_size)],
+                    processing_kwargs={"text": {"padding": "max_length", "max_length": length}},
+                )
+                vectors = model(batch_to_device(features, model.device))["sentence_embedding"]
+                vectors = torch.nn.functional.normalize(vectors.float(), p=2, dim=1)
+                out[block] = vectors[: len(block)].cpu().numpy()
         self.texts_embedded += len(items)
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        return out
 
 
 def _simcse_model_id(name: str, pooler: str, max_length: int) -> str:
@@ -230,8 +246,15 @@ class SimCSEEmbedder:
         assert self._dim is not None
         return self._dim
 
+    @property
+    def cache_namespace(self) -> str:
+        """Cache namespace of this embedder's vectors: model, device kind and block rows."""
+        device = resolve_device(self.device)
+        return block_namespace(self.model_id, device, auto_batch_size(self.batch_size, device))
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts: float32, unit rows, input order."""
+        """Embed texts: float32, unit rows, input order; each vector depends on its text only
+        (fixed-shape batches, see :mod:`pipeline.models.batching`)."""
         items = _as_texts(texts)
         self.load()
         assert self._dim is not None
@@ -240,15 +263,19 @@ class SimCSEEmbedder:
             return out
         import torch
 
-        order = _length_order(items)
+        counts = [
+            len(ids)
+            for ids in self._tokenizer(items, truncation=True, max_length=self.max_length)[
+                "input_ids"
+            ]
+        ]
         with torch.inference_mode():
-            for start in range(0, len(items), self.batch_size):
-                idx = order[start : start + self.batch_size]
+            for block, length in fixed_shape_blocks(counts, self.batch_size, self.max_length):
                 batch = self._tokenizer(
-                    [items[i] for i in idx],
-                    padding=True,
+                    [items[i] for i in filled(block, self.batch_size)],
+                    padding="max_length",
                     truncation=True,
-                    max_length=self.max_length,
+                    max_length=length,
                     return_tensors="pt",
                 )
                 batch = {name: tensor.to(self._device) for name, tensor in batch.items()}
@@ -263,7 +290,7 @@ class SimCSEEmbedder:
                 else:
                     pooled = outputs.last_hidden_state[:, 0]
                 pooled = torch.nn.functional.normalize(pooled.float(), p=2, dim=1)
-                out[idx] = pooled.cpu().numpy()
+                out[block] = pooled[: len(block)].cpu().numpy()
         self.texts_embedded += len(items)
         return out
 
@@ -317,6 +344,7 @@ class CachedEmbedder:
         self.embedder = embedder
         self.cache = cache
         self.model_id = embedder.model_id
+        self.cache_namespace = cache_namespace(embedder)
         self.texts_embedded = 0
         self.hits = 0
         self.misses = 0
@@ -335,7 +363,7 @@ class CachedEmbedder:
         first_text: dict[str, str] = {}
         for key, text in zip(keys, items, strict=True):
             first_text.setdefault(key, text)
-        found = self.cache.get_many(self.model_id, first_text)
+        found = self.cache.get_many(self.cache_namespace, first_text)
         missing = [key for key in first_text if key not in found]
         if missing:
             fresh = np.asarray(self.embedder.embed([first_text[k] for k in missing]), np.float32)
@@ -345,7 +373,7 @@ class CachedEmbedder:
                     f"for {len(missing)} texts"
                 )
             new = dict(zip(missing, fresh, strict=True))
-            self.cache.put_many(self.model_id, new)
+            self.cache.put_many(self.cache_namespace, new)
             found.update(new)
             self.texts_embedded += len(missing)
         self.hits += len(first_text) - len(missing)

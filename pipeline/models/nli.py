@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pipeline.errors import ConfigError, WikidriftError
+from pipeline.models.batching import block_namespace, cache_namespace, filled, fixed_shape_blocks
 from pipeline.models.device import (
     model_load_error,
     require_materialized,
@@ -156,8 +157,14 @@ class HFNLIClassifier:
         self._columns = columns
         log.info("loaded NLI model %s on %s", self.name_or_path, device)
 
+    @property
+    def cache_namespace(self) -> str:
+        """Cache namespace of this model's results: model, device kind and block rows."""
+        return block_namespace(self.model_id, resolve_device(self.device), self.batch_size)
+
     def classify(self, pairs: Sequence[tuple[str, str]]) -> list[NLIResult]:
-        """Softmax probabilities per (premise, hypothesis) pair, in input order."""
+        """Softmax probabilities per (premise, hypothesis) pair, in input order; each pair's
+        result depends on the pair only (fixed-shape batches, :mod:`pipeline.models.batching`)."""
         items = _as_pairs(pairs)
         if not items:
             return []
@@ -166,22 +173,32 @@ class HFNLIClassifier:
         import torch
 
         probs = np.empty((len(items), 3), dtype=np.float64)
-        # Longest pairs first: each batch pads to similar lengths.
-        order = np.argsort([-(len(p) + len(h)) for p, h in items], kind="stable")
+        premises, hypotheses = [p for p, _ in items], [h for _, h in items]
+        counts = [
+            len(ids)
+            for ids in self._tokenizer(
+                premises, hypotheses, truncation=True, max_length=self.max_length
+            )["input_ids"]
+        ]
+        # Fixed-shape blocks: a pair's probabilities do not depend on the pairs beside it.
         with torch.inference_mode():
-            for start in range(0, len(items), self.batch_size):
-                idx = order[start : start + self.batch_size]
+            for block, length in fixed_shape_blocks(counts, self.batch_size, self.max_length):
+                rows = filled(block, self.batch_size)
                 batch = self._tokenizer(
-                    [items[i][0] for i in idx],
-                    [items[i][1] for i in idx],
-                    padding=True,
+                    [premises[i] for i in rows],
+                    [hypotheses[i] for i in rows],
+                    padding="max_length",
                     truncation=True,
-                    max_length=self.max_length,
+                    max_length=length,
                     return_tensors="pt",
                 )
                 batch = {name: tensor.to(self._device) for name, tensor in batch.items()}
                 logits = self._model(**batch, return_dict=True).logits.float()
-                probs[idx] = torch.softmax(logits, dim=-1).cpu().numpy()[:, list(self._columns)]
+                probs[block] = (
+                    torch.softmax(logits[: len(block)], dim=-1)
+                    .cpu()
+                    .numpy()[:, list(self._columns)]
+                )
         self.pairs_classified += len(items)
         return [NLIResult(float(e), float(n), float(c)) for e, n, c in probs]
 
@@ -197,6 +214,7 @@ class CachedNLIClassifier:
         self.classifier = classifier
         self.cache = cache
         self.model_id = classifier.model_id
+        self.cache_namespace = cache_namespace(classifier)
         self.pairs_classified = 0
         self.hits = 0
         self.misses = 0
@@ -211,7 +229,7 @@ class CachedNLIClassifier:
         for key, pair in zip(keys, items, strict=True):
             first_pair.setdefault(key, pair)
         found: dict[str, NLIResult] = {}
-        for key, value in self.cache.get_many(self.model_id, first_pair).items():
+        for key, value in self.cache.get_many(self.cache_namespace, first_pair).items():
             try:
                 found[key] = NLIResult(**{name: float(value[name]) for name in NLI_LABELS})
             except (KeyError, TypeError, ValueError):
@@ -225,7 +243,7 @@ class CachedNLIClassifier:
                     f"for {len(missing)} pairs"
                 )
             new = dict(zip(missing, fresh, strict=True))
-            self.cache.put_many(self.model_id, {k: r.as_dict() for k, r in new.items()})
+            self.cache.put_many(self.cache_namespace, {k: r.as_dict() for k, r in new.items()})
             found.update(new)
             self.pairs_classified += len(missing)
         self.hits += len(first_pair) - len(missing)

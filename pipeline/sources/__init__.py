@@ -4,7 +4,7 @@
 - :mod:`pipeline.sources.mediawiki_api`: the MediaWiki Action API (revision current at a date).
 - :mod:`pipeline.sources.dumps`: Wikimedia XML dumps (multistream + index, Range requests) or a
   local dump / Special:Export file.
-- :mod:`pipeline.sources.local`: a folder laid out like ``shared/wikisnap``.
+- :mod:`pipeline.sources.local`: a folder laid out like ``tests/data/wikisnap``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``revisions-dir`` source: a folder laid out like ``shared/wikisnap``.
+"""The ``revisions-dir`` source: a folder laid out like ``tests/data/wikisnap``.
 
 ``<root>/revisions/<page_id>/<YYYY-MM-DD>.json`` holds one revision as the MediaWiki API returns
 it (``title, page_id, revision_id, revision_timestamp, content``). For a snapshot date the source

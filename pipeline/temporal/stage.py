@@ -20,10 +20,16 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.generate.prompts import load_prompt
+from pipeline.layout import (
+    done_before,
+    output_fingerprints,
+    outputs_intact,
+    own_marker,
+    verified_inputs,
+)
 from pipeline.ledger import ledger_dir, previous_snapshot
 from pipeline.models.llm.base import LLMBackend
 from pipeline.storage import (
-    file_sha256,
     publish_state_dir,
     read_parquet,
     recover_state_dirs,
@@ -69,6 +75,8 @@ class TemporalSummary:
     rejected: dict[str, int] = field(default_factory=dict)
     deferred: int = 0
     seconds: float = 0.0
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
     already_done: bool = False
 
     def line(self) -> str:
@@ -98,15 +106,22 @@ def read_questions(workdir: str | Path, snapshot: str) -> pa.Table | None:
     )
 
 
-def _digest(workdir: Path, snapshot: str, previous: str | None, limit: int) -> str:
+def _digest(
+    workdir: Path, snapshot: str, previous: str | None, limit: int
+) -> tuple[str, dict[str, str]]:
+    """The digest of what decides the stage's output, and its input files' sha256."""
+    paths = [ledger_dir(workdir, snapshot) / name for name in ("items.parquet", "evidence.parquet")]
+    if previous is not None and (temporal_dir(workdir, previous) / "questions.parquet").exists():
+        paths.append(temporal_dir(workdir, previous) / "questions.parquet")
+    inputs = verified_inputs(workdir, paths)
     # Not the generator: another model phrases only questions that are new anyway.
-    h = hashlib.sha256(f"{limit}|{load_prompt(PROMPT).prompt_hash}|{CHECKS_VERSION}".encode())
-    for name in ("items.parquet", "evidence.parquet"):
-        h.update(file_sha256(ledger_dir(workdir, snapshot) / name).encode())
-    if previous is not None:
-        prev = temporal_dir(workdir, previous) / "questions.parquet"
-        h.update(file_sha256(prev).encode() if prev.exists() else b"none")
-    return h.hexdigest()[:16]
+    blob = {
+        "limit": limit,
+        "prompt": load_prompt(PROMPT).prompt_hash,
+        "checks": CHECKS_VERSION,
+        "inputs": inputs,
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16], inputs
 
 
 def phrase_temporal_questions(
@@ -134,18 +149,20 @@ def _phrase(
     started = time.monotonic()
     previous = previous_snapshot(workdir, snapshot)
     generator = f"{backend.backend_id}:{backend.model}"
-    digest = _digest(workdir, snapshot, previous, max_new)
+    digest, inputs = _digest(workdir, snapshot, previous, max_new)
     out = temporal_dir(workdir, snapshot)
-    if (out / "state.json").exists() and (out / "questions.parquet").exists() and not force:
-        stored = TemporalSummary(**json.loads((out / "state.json").read_text()))
-        if stored.inputs_digest == digest:
-            stored.already_done = True
-            return stored
+    mine = own_marker(out / "state.json", TemporalSummary)
+    stored = None if force else mine
+    if done_before(stored, digest, out):
+        stored.already_done = True
+        return stored
 
     # Questions phrased before: at the previous snapshot, and by an earlier run at this one
-    # (a run that deferred some, or a re-run after the ledger changed).
+    # (a run that deferred some, or a re-run after the ledger changed) unless that run's
+    # file was damaged since.
+    own = snapshot if mine is not None and outputs_intact(out, mine.outputs) else None
     rows: dict[str, dict] = {}
-    for snap in (previous, snapshot):
+    for snap in (previous, own):
         table = read_questions(workdir, snap) if snap is not None else None
         for r in table.to_pylist() if table is not None else []:
             rows.setdefault(r["question_id"], r)
@@ -164,6 +181,7 @@ def _phrase(
         snapshot=snapshot,
         previous=previous,
         inputs_digest=digest,
+        inputs=inputs,
         candidates=len(candidates),
         carried=carried,
         phrased=len(todo),
@@ -203,6 +221,7 @@ def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> None:
             table_name="temporal_questions",
             schema_version=SCHEMA_VERSION,
         )
+        summary.outputs = output_fingerprints(tmp, ["questions.parquet"])
         write_json_atomic(tmp / "state.json", asdict(summary))
 
     publish_state_dir(out, write)

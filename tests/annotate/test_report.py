@@ -261,7 +261,7 @@ def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "- 1 malformed line(s) skipped: bob.jsonl:" in saved
     assert "saved" in captured.err
     assert main([*args, "--annotations-dir", str(root), "--min-raters", "0"]) == 2
-    assert "--min-raters must be at least 1" in capsys.readouterr().err
+    assert "--min-raters: 0 is out of range (1 or more)" in capsys.readouterr().err
     missing = ["annotate", "report", "--release", "2025-01-01", "--workdir", str(tmp_path)]
     assert main([*missing, "--annotations-dir", str(root)]) == 2
     assert "annotate sample" in capsys.readouterr().err

@@ -20,19 +20,10 @@ from flows.runner import task_runner
 from pipeline.config import Config
 from pipeline.labeling import read_label_summary
 from pipeline.release import list_releases, read_manifest, release_dir, verify_release
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, WIKISNAP
 from tests.flows.conftest import flow_config
 
 DATES = ["2024-01-01", "2024-06-01", "2025-01-01"]
-DATA_FILES = (
-    "qa.parquet",
-    "dialogue.parquet",
-    "quadruples.parquet",
-    "sentence_labels.parquet",
-    "retired.parquet",
-    "growth.png",
-    "README.md",
-)
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -48,12 +39,13 @@ def _run(config: dict, dates: list[str]) -> dict:
 
 
 def checksums(workdir: Path) -> dict[str, str]:
-    """sha256 of every data file of every release (manifests hold the workdir-free config)."""
+    """sha256 of every file of every release but its manifest (which records the settings
+    that differ between the runs compared: runner, shard size)."""
     out = {}
     for snap in list_releases(workdir):
-        for name in DATA_FILES:
-            path = release_dir(workdir, snap) / name
-            out[f"{snap}/{name}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(release_dir(workdir, snap).iterdir()):
+            if path.name != "manifest.json":
+                out[f"{snap}/{path.name}"] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
 
@@ -174,9 +166,47 @@ def test_killed_run_resumes_without_paying_twice(
     assert checksums(workdir) == reference["checksums"]
 
 
-def test_dask_runner_gives_the_same_releases(reference: dict, llm_server, tmp_path: Path) -> None:
+def _warm_embedding_cache(reference: dict, workdir: Path) -> None:
+    """An embedding cache holding half the reference's sentences, embedded in other company
+    (shuffled groups of 5): the run mixes cached vectors with vectors it computes itself."""
+    import random
+
+    from pipeline.models.embedder import PACKAGED_MINILM, CachedEmbedder, load_embedder
+    from pipeline.models.vector_cache import VectorCache
+    from pipeline.snapshot import read_table
+
+    texts = sorted(
+        {
+            t
+            for d in DATES
+            for t in read_table(reference["workdir"], d, "sentences")["text"].to_pylist()
+        }
+    )
+    random.Random(3).shuffle(texts)
+    cache = VectorCache(workdir / "cache" / "embeddings.sqlite")
+    embedder = CachedEmbedder(load_embedder(PACKAGED_MINILM), cache)
+    half = texts[::2]
+    for start in range(0, len(half), 5):
+        embedder.embed(half[start : start + 5])
+    assert embedder.texts_embedded == len(half)
+
+
+@pytest.mark.parametrize(
+    "variant", ["dask-2-workers", "dask-1-worker", "shards-of-1", "warm-embedding-cache"]
+)
+def test_releases_are_byte_identical_whatever_the_runner_shards_or_cache(
+    variant: str, reference: dict, llm_server, tmp_path: Path
+) -> None:
     workdir = tmp_path / "w"
-    config = flow_config(workdir, llm_server, flow={"task_runner": "dask", "dask_workers": 2})
+    sections: dict[str, dict] = {
+        "dask-2-workers": {"flow": {"task_runner": "dask", "dask_workers": 2}},
+        "dask-1-worker": {"flow": {"task_runner": "dask", "dask_workers": 1}},
+        "shards-of-1": {"snapshot": {"shard_size": 1}},
+        "warm-embedding-cache": {},
+    }[variant]
+    config = flow_config(workdir, llm_server, **sections)
+    if variant == "warm-embedding-cache":
+        _warm_embedding_cache(reference, workdir)
     _run(config, DATES)
     assert checksums(workdir) == reference["checksums"]
 
@@ -209,7 +239,7 @@ def test_cli_run_builds_the_configured_dates(
             "--source",
             "revisions-dir",
             "--input",
-            str(REPO_ROOT.parent / "shared" / "wikisnap"),
+            str(WIKISNAP),
             "--dates",
             "2024-01-01",
             "--articles",

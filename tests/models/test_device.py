@@ -98,13 +98,13 @@ def test_loads_in_threads_run_one_at_a_time(
 def test_mixed_real_loads_in_threads_keep_transformers_intact(
     tiny_tied_llm_dir: Path, tmp_path: Path
 ) -> None:
-    from tests.models.test_embedder import _minilm_path
+    from tests.models.conftest import minilm_path
 
     llms = [
         TransformersBackend(str(tiny_tied_llm_dir), device="cpu", cache_dir=tmp_path)
         for _ in range(3)
     ]
-    embedders = [SimCSEEmbedder(_minilm_path(), pooler="cls_before_pooler") for _ in range(3)]
+    embedders = [SimCSEEmbedder(minilm_path(), pooler="cls_before_pooler") for _ in range(3)]
     _run_in_threads([m.load for pair in zip(llms, embedders, strict=True) for m in pair])
     assert PreTrainedModel.tie_weights.__name__ == "tie_weights"
     assert PreTrainedModel.init_weights.__name__ == "init_weights"
@@ -127,16 +127,14 @@ def test_weights_left_on_meta_are_refused() -> None:
 
 
 def test_auto_batch_size_is_small_on_a_cpu_and_explicit_sizes_win() -> None:
-    from tests.models.test_embedder import _minilm_path
+    from tests.models.conftest import minilm_path
 
     assert auto_batch_size(0, "cpu") == 8
     assert auto_batch_size(0, "cuda") == 64
     assert auto_batch_size(5, "cpu") == 5
-    embedder = SimCSEEmbedder(_minilm_path(), device="cpu", pooler="cls_before_pooler")
+    embedder = SimCSEEmbedder(minilm_path(), device="cpu", pooler="cls_before_pooler")
     embedder.load()
     assert embedder.batch_size == 8
-    explicit = SimCSEEmbedder(
-        _minilm_path(), device="cpu", pooler="cls_before_pooler", batch_size=3
-    )
+    explicit = SimCSEEmbedder(minilm_path(), device="cpu", pooler="cls_before_pooler", batch_size=3)
     explicit.load()
     assert explicit.batch_size == 3

