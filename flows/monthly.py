@@ -102,7 +102,7 @@ class _Runtime:
 
     @property
     def labeler(self) -> Any:
-        from pipeline.runtime import checker_from_config
+        from pipeline.runtime import checker_from_config, judge_from_config
 
         return self._get(
             "labeler",
@@ -111,6 +111,7 @@ class _Runtime:
                 self.workdir,
                 embedder=self.embedder,
                 checker=checker_from_config(self.cfg, self.llm),
+                judge=judge_from_config(self.cfg, self.llm),
             ),
         )
 

@@ -67,7 +67,21 @@ from typing import Protocol
 
 import numpy as np
 
-from pipeline.facts import FactExtractor, Facts, extract_facts, fact_differences, name_words
+from pipeline.changes import (
+    JudgeQuestion,
+    UpdateJudge,
+    classify_pair,
+    judge_question,
+    label_of,
+)
+from pipeline.facts import (
+    FactExtractor,
+    Facts,
+    compare_slots,
+    extract_facts,
+    fact_differences,
+    name_words,
+)
 from pipeline.models.embedder import Embedder
 from pipeline.models.nli import NLIClassifier, NLIResult
 
@@ -145,6 +159,7 @@ class LabelingStats:
     span_texts: int = 0
     nli_pairs: int = 0
     llm_checks: int = 0
+    judge_questions: int = 0
     fact_guard_flips: int = 0
     flipped_examples: list[tuple[int, str, str, str]] = field(default_factory=list)
 
@@ -176,6 +191,7 @@ class _Decision:
     nli: NLIResult | None = None
     verified: bool | None = None
     reason: str | None = None
+    question: JudgeQuestion | None = None  # for the update judge, when it can settle this
 
 
 @dataclass
@@ -501,15 +517,18 @@ class SentenceLabeler:
         settings: AlignSettings | None = None,
         facts: FactExtractor | None = None,
         naive: bool = False,
+        judge: UpdateJudge | None = None,
     ) -> None:
         self.embedder = embedder
         self.nli = nli
         self.checker = checker
+        self.judge = judge
         self.settings = settings or AlignSettings()
         self.facts = facts or FactExtractor()
         self.naive = naive
         self._fact_cache: dict[str, Facts] = {}
         self._regex_cache: dict[str, Facts] = {}
+        self._span_cache: dict[str, list[tuple[int, int, str]]] = {}
 
     # ------------------------------------------------------------------ public
     def label_pages(
@@ -964,16 +983,20 @@ class SentenceLabeler:
             if self.nli is not None:
                 nli_pairs.extend((w.old.texts[i], w.new.texts[j]) for i in cand)
         if self.nli is None:
-            # The offline rule compares facts of each sentence with its most similar old one.
-            self._facts_of(
-                self._ner_texts(
-                    [
-                        (w.old.texts[cand[int(sims.argmax())]], w.new.texts[j])
-                        for w, j, cand, sims in plans
-                        if len(cand) and reaches(sims.max(), self.settings.changed_min_similarity)
-                    ]
+            # The offline rule compares each sentence with its most similar old one: the
+            # values and names of both (one batched NER pass).
+            counterparts = [
+                (
+                    w.old.texts[w.guarded[j][0] if j in w.guarded else cand[int(sims.argmax())]],
+                    w.new.texts[j],
                 )
-            )
+                for w, j, cand, sims in plans
+                if len(cand) and reaches(sims.max(), self.settings.changed_min_similarity)
+            ]
+            if self.settings.faithful:
+                self._facts_of(self._ner_texts(counterparts))
+            else:
+                self._spans_of([t for pair in counterparts for t in pair])
         nli_results: list[NLIResult] = []
         if self.nli is not None and nli_pairs:
             nli_results = self.nli.classify(nli_pairs)
@@ -993,6 +1016,7 @@ class SentenceLabeler:
                 w.decisions[j] = decision
                 if decision.label in (UNCHANGED, CHANGED):
                     w.old_used.update(decision.old_idx)
+        self._settle_uncertain(works, stats)
         if pending:
             assert self.checker is not None
             verdicts = self.checker.check(
@@ -1073,6 +1097,8 @@ class SentenceLabeler:
                 results[best],
                 reason="neutral_but_similar",
             )
+        if not st.faithful:
+            return self._decide_offline(w, j, cand, sims)
         # Offline substitute for NLI: a similar counterpart stating different facts = changed.
         model = f"{self.embedder.model_id}+{self.facts.model_name}"
         if guard:
@@ -1114,6 +1140,59 @@ class SentenceLabeler:
                 reason="facts differ but similarity is below new_max_similarity: " + diff,
             )
         return _Decision(NEW, "low_similarity", model, [], max_sim)
+
+    def _decide_offline(self, w: _PageWork, j: int, cand: list[int], sims: np.ndarray) -> _Decision:
+        """The default mode without NLI: the counterpart (the guarded match, else the most
+        similar old sentence of the gap) and the new sentence are aligned word by word and
+        the pair is an update, an elaboration or rewording (unchanged), another statement
+        (new), or uncertain (unlabeled, maybe settled by the update judge); see
+        :mod:`pipeline.changes`."""
+        st = self.settings
+        guard = w.guarded.get(j)
+        k = cand.index(guard[0]) if guard else int(sims.argmax())
+        i, s = cand[k], float(sims[k])
+        model = f"{self.embedder.model_id}+{self.facts.model_name}"
+        if not reaches(s, st.changed_min_similarity):
+            return _Decision(NEW, "low_similarity", model, [], s)
+        old, new = w.old.texts[i], w.new.texts[j]
+        slots = compare_slots(old, new, self._span_cache[old], self._span_cache[new])
+        verdict = classify_pair(slots, s)
+        label = label_of(verdict, float(round2(s)), st.new_max_similarity)
+        rule = verdict.kind if label == UNCHANGED else verdict.rule
+        keeps = [] if label == NEW else [i]
+        question = judge_question(old, new, verdict, slots) if self.judge else None
+        return _Decision(
+            label, rule, model, keeps, s, reason=verdict.detail or None, question=question
+        )
+
+    def _settle_uncertain(self, works: list[_PageWork], stats: LabelingStats) -> None:
+        """Ask the update judge, in one batch, about every uncertain pair it can settle: a
+        confirmed update becomes changed, the rest stays unlabeled."""
+        asked = [
+            (w, j, d)
+            for w in works
+            for j, d in w.decisions.items()
+            if d.question is not None and d.label == UNLABELED
+        ]
+        if not asked or self.judge is None:
+            return
+        verdicts = self.judge.settle([d.question for _, _, d in asked])
+        stats.judge_questions += len(asked)
+        for (w, _, d), verdict in zip(asked, verdicts, strict=True):
+            d.decided_by += f"+{self.judge.model_id}"
+            if verdict is True:
+                d.label, d.rule, d.verified = CHANGED, "judge_confirmed", True
+                w.old_used.update(d.old_idx)
+            else:
+                d.reason = f"{d.reason}; judge: {'no update' if verdict is False else 'no answer'}"
+
+    def _spans_of(self, texts: list[str]) -> None:
+        """Named-entity spans of ``texts`` into the cache (one batched NER pass)."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self._span_cache))
+        if missing:
+            self._span_cache.update(
+                zip(missing, self.facts.entity_spans_many(missing), strict=True)
+            )
 
     # ------------------------------------------------------------------ output
     def _emit(self, w: _PageWork) -> list[SentenceLabel]:

@@ -161,18 +161,18 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_label(args: argparse.Namespace) -> int:
     """``wikidrift label``: label the sentences of snapshot --new against snapshot --old."""
     from pipeline.labeling import label_snapshots, make_labeler
-    from pipeline.runtime import checker_from_config, llm_from_config
+    from pipeline.runtime import checker_from_config, judge_from_config, llm_from_config
 
     overrides: dict[str, Any] = {"align": {"faithful": True}} if args.faithful else {}
     cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
-    # The LLM (a local server to start, maybe) only when it double-checks contradictions.
-    checker = (
-        checker_from_config(cfg, llm_from_config(cfg, workdir))
-        if cfg.llm.verify_contradictions
-        else None
+    # The LLM (a local server to start when a question misses the cache) double-checks
+    # contradictions (NLI path) or settles uncertain pairs (offline path).
+    llm = llm_from_config(cfg, workdir)
+    checker = checker_from_config(cfg, llm) if cfg.llm.verify_contradictions else None
+    labeler = make_labeler(
+        cfg, workdir, naive=args.naive, checker=checker, judge=judge_from_config(cfg, llm)
     )
-    labeler = make_labeler(cfg, workdir, naive=args.naive, checker=checker)
     with stage_lock(workdir, "label"), _progress(None, f"label {args.old} -> {args.new}") as bar:
         summary = label_snapshots(
             workdir,

@@ -127,6 +127,9 @@ class AlignConfig(_Section):
     max_span: int = Field(5, ge=1, le=10)
     # true = GrowOVER's rule exactly; false = refuse "unchanged" when numbers/dates/names differ
     faithful: bool = False
+    # Without an NLI model: ask the LLM one short extractive question about each pair the
+    # word alignment cannot settle (pipeline.changes.UpdateJudge); false = leave them unlabeled.
+    update_judge: bool = True
 
 
 class LLMConfig(_Section):

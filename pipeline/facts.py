@@ -424,12 +424,257 @@ class FactExtractor:
 
     def extract_many(self, texts: list[str]) -> list[Facts]:
         """Facts for each text, running NER over all of them in one batched pass."""
+        spans = self.entity_spans_many(texts)
+        return [
+            extract_facts(t, [(t[a:b], label) for a, b, label in ents])
+            for t, ents in zip(texts, spans, strict=True)
+        ]
+
+    def entity_spans_many(self, texts: list[str]) -> list[list[tuple[int, int, str]]]:
+        """Named-entity character spans (start, end, label) of each text, one batched NER
+        pass; empty lists without NER."""
         if not self._use_ner:
-            return [extract_facts(t) for t in texts]
+            return [[] for _ in texts]
         if self._nlp is None:
             self._load()
         assert self._nlp is not None
         return [
-            extract_facts(t, [(e.text, e.label_) for e in doc.ents])
-            for t, doc in zip(texts, self._nlp.pipe(texts, batch_size=64), strict=True)
+            [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+            for doc in self._nlp.pipe(texts, batch_size=64)
         ]
+
+
+# --------------------------------------------------------------------------- slots
+# Where GrowOVER asks NLI whether a revised sentence contradicts its old version, the offline
+# path asks which *values* of the old sentence are gone and what stands in their place. The two
+# sentences are aligned word by word; a value of the old sentence is
+#   kept      when the aligned part of the new sentence holds the same value, or a more or
+#             less precise form of it ("2021" / "September 2021", "FC Porto" / "Porto"),
+#   replaced  when the aligned part holds another value of the same kind in its role
+#             ("PhD in 2016" -> "PhD in 2015", "principal is Steiner" -> "is Komatsu"),
+#   removed   when nothing of its kind stands in its place.
+# A value of the new sentence that no old value accounts for is added. Additions and removals
+# alone never make an update; only a replaced value does.
+
+_WORD_RE = re.compile(r"\w+(?:[.'’]\w+)*|[^\w\s]")
+_YEAR_VALUE = re.compile(r"^(1[5-9]\d\d|20\d\d|2100)$")
+_MORE_WORD_NUMBERS = {
+    "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
+    "eighteen": 18, "nineteen": 19, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+}  # fmt: skip
+_ALL_WORD_NUMBERS = _WORD_NUMBERS | _MORE_WORD_NUMBERS
+_ANY_WORD_NUMBER = re.compile(r"\b(" + "|".join(_ALL_WORD_NUMBERS) + r")\b", re.I)
+_MATH = re.compile(r"[_^=√∑∫∇‖⋅∂]")
+_ARTICLES = frozenset(["the", "a", "an"])
+
+
+@dataclass(frozen=True)
+class Value:
+    """One checkable value of a sentence: a point in time, a number or a named entity."""
+
+    kind: str  # "time" | "number" | "entity"
+    norm: str  # ISO date or year, normalized number, folded entity name
+    text: str  # as written
+    start: int
+    end: int
+    label: str = ""  # the NER label of an entity ("PERSON", "ORG", ...)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """An old value and the value of the same kind that took its place."""
+
+    kind: str
+    old: str
+    new: str
+    old_label: str = ""
+    new_label: str = ""
+    swap: bool = False  # the two values are all that differs in their stretch of the sentence
+
+
+@dataclass(frozen=True)
+class SlotDiff:
+    """How the values of an old sentence fare in a new one (see the comment above)."""
+
+    replaced: tuple[Replacement, ...]
+    removed: tuple[Value, ...]
+    added: tuple[Value, ...]
+    refined: tuple[Value, ...]  # old values the new sentence states more precisely
+    # removed old values with a new value of another kind in their place ("iPhone 13" ->
+    # "iPhone X": a number gone, a name come)
+    displaced: tuple[Replacement, ...]
+    kept_old: float  # share of the old sentence's words found in place in the new one
+    kept_new: float  # share of the new sentence's words found in place in the old one
+    deleted_words: str  # old words that are gone or replaced
+    inserted_words: str  # new words that were inserted or stand in for old ones
+
+
+def sentence_values(text: str, entities: Iterable[tuple[int, int, str]] = ()) -> list[Value]:
+    """The values of ``text``: dates (ISO, partial dates kept partial), numbers (years as
+    ``time``), spelled-out numbers, and the named entities whose character spans ``entities``
+    gives as (start, end, NER label)."""
+    values: list[Value] = []
+    blanked = text
+    for pattern, to_iso in _DATE_PATTERNS:
+        for m in pattern.finditer(blanked):
+            values.append(Value("time", to_iso(m), m.group(), m.start(), m.end()))
+        blanked = pattern.sub(lambda m: " " * len(m.group()), blanked)
+    for m in _YEAR_RANGE.finditer(blanked):  # "2023–24": 2023 and 2024, each where written
+        values.append(Value("time", m[1] + m[2], m[1] + m[2], m.start(1), m.end(2)))
+        values.append(Value("time", m[1] + m[3], m[3], m.start(3), m.end(3)))
+    blanked = _YEAR_RANGE.sub(lambda m: " " * len(m.group()), blanked)
+    # Digits inside a formula are notation ("(1-ᾱ_t)", "σ_t^2"), not values of the world.
+    numbers = [] if len(_MATH.findall(text)) >= 2 else list(_NUMBER_RE.finditer(blanked))
+    for m in numbers:
+        norm = _normalize_number(m[1], m[2], m[3])
+        if norm is None:
+            continue
+        kind = "time" if _YEAR_VALUE.match(norm) and not m[3] else "number"
+        values.append(Value(kind, norm, m.group(), m.start(), m.end()))
+    for m in _ANY_WORD_NUMBER.finditer(blanked):
+        values.append(Value("number", str(_ALL_WORD_NUMBERS[m[1].lower()]), m[1], *m.span()))
+    taken = [(v.start, v.end) for v in values]
+    for start, end, label in entities:
+        if label in _NUMERIC_ENTITY_TYPES or any(s < end and start < e for s, e in taken):
+            continue
+        norm = normalize_entity(text[start:end])
+        if norm:
+            values.append(Value("entity", norm, text[start:end], start, end, label))
+    return sorted(values, key=lambda v: (v.start, v.end))
+
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    return [(_fold(m.group()), m.start(), m.end()) for m in _WORD_RE.finditer(text)]
+
+
+def _token_range(words: list[tuple[str, int, int]], start: int, end: int) -> tuple[int, int]:
+    inside = [k for k, (_, s, e) in enumerate(words) if s < end and start < e]
+    return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def _same_time(a: str, b: str) -> bool:
+    """Two times that can be the same point: equal, one a coarser form of the other
+    ("2021" / "2021-09" / "2021-09-05"), or a day and month with and without a year."""
+    if a == b or a.startswith(b) or b.startswith(a):
+        return True
+    return (a.startswith("--") and b.endswith(a[1:])) or (b.startswith("--") and a.endswith(b[1:]))
+
+
+def _same_value(a: Value, b: Value) -> bool:
+    if a.kind != b.kind:
+        return False
+    if a.kind == "time":
+        return _same_time(a.norm, b.norm)
+    if a.kind == "number":
+        return a.norm == b.norm
+    return a.norm == b.norm or _renamed(a.norm, frozenset([b.norm]))
+
+
+def compare_slots(
+    old: str,
+    new: str,
+    old_entities: Iterable[tuple[int, int, str]] = (),
+    new_entities: Iterable[tuple[int, int, str]] = (),
+) -> SlotDiff:
+    """Align ``old`` and ``new`` word by word and sort the old sentence's values into kept,
+    replaced and removed, and the new sentence's into accounted for and added. Entities come
+    as NER character spans (start, end, label) of each sentence."""
+    from difflib import SequenceMatcher
+
+    ow, nw = _words(old), _words(new)
+    ov, nv = sentence_values(old, old_entities), sentence_values(new, new_entities)
+    ops = SequenceMatcher(None, [w for w, *_ in ow], [w for w, *_ in nw], autojunk=False)
+    opcodes = ops.get_opcodes()
+
+    def aligned(i0: int, i1: int) -> tuple[int, int]:
+        """The new-token range aligned with old tokens [i0, i1)."""
+        lo, hi = len(nw), 0
+        for tag, a0, a1, b0, b1 in opcodes:
+            if a1 <= i0 or a0 >= i1:
+                continue
+            if tag == "equal":
+                lo, hi = min(lo, b0 + max(a0, i0) - a0), max(hi, b0 + min(a1, i1) - a0)
+            else:
+                lo, hi = min(lo, b0), max(hi, b1)
+        return (lo, hi) if lo < hi else (0, 0)
+
+    def swapped(old_range: tuple[int, int], new_range: tuple[int, int]) -> bool:
+        """Whether the two values are all that differs in their stretch of the sentence:
+        every edit that touches either lies inside both ("macOS Ventura" -> "macOS Sonoma"),
+        an article before the values aside; not "in Davos" -> "at the World Economic
+        Forum"."""
+        edits = [
+            (a0 + (ow[a0][0] in _ARTICLES if a0 < a1 else 0), a1, b0, b1)
+            for tag, a0, a1, b0, b1 in opcodes
+            if tag != "equal"
+            and (a0 < old_range[1] and old_range[0] < a1 or b0 < new_range[1] and new_range[0] < b1)
+        ]
+        return bool(edits) and all(
+            old_range[0] <= a0
+            and a1 <= old_range[1]
+            and new_range[0] - 1 <= b0 <= b1 <= new_range[1]
+            for a0, a1, b0, b1 in edits
+        )
+
+    new_ranges = [_token_range(nw, v.start, v.end) for v in nv]
+    accounted: set[int] = set()
+    replaced: list[Replacement] = []
+    refined: list[Value] = []
+    unplaced: list[tuple[Value, list[int]]] = []
+    # First the values that something in their own place accounts for, then the rest: a value
+    # repeated elsewhere ("Three players and three contributors") must not be taken twice.
+    for value in ov:
+        lo, hi = aligned(*_token_range(ow, value.start, value.end))
+        near = [k for k, (s, e) in enumerate(new_ranges) if s < hi and lo < e]
+        same = [k for k in near if _same_value(value, nv[k])]
+        rivals = [k for k in near if nv[k].kind == value.kind and k not in accounted]
+        if same:
+            accounted.update(same)
+            if any(len(nv[k].norm) > len(value.norm) for k in same if value.kind == "time"):
+                refined.append(value)
+        elif rivals:
+            accounted.update(rivals)
+            rival = nv[rivals[0]]
+            swap = swapped(_token_range(ow, value.start, value.end), new_ranges[rivals[0]])
+            replaced.append(
+                Replacement(value.kind, value.text, rival.text, value.label, rival.label, swap)
+            )
+        else:
+            unplaced.append((value, near))
+    removed: list[tuple[Value, list[int]]] = []
+    for value, near in unplaced:
+        free = [k for k in range(len(nv)) if k not in accounted]
+        moved = [k for k in free if _same_value(value, nv[k])]
+        if moved:  # said elsewhere in the new sentence: moved, not changed
+            accounted.add(moved[0])
+        else:
+            removed.append((value, near))
+    added = [v for k, v in enumerate(nv) if k not in accounted]
+    displaced = []
+    for value, near in removed:
+        k = next((k for k in near if k not in accounted), None)
+        if k is not None:
+            displaced.append(Replacement(value.kind, value.text, nv[k].text, value.label))
+    kept_old = kept_new = 0
+    deleted: list[str] = []
+    inserted: list[str] = []
+    for tag, a0, a1, b0, b1 in opcodes:
+        if tag == "equal":
+            kept_old += sum(1 for w, *_ in ow[a0:a1] if w[:1].isalnum())
+            kept_new += sum(1 for w, *_ in nw[b0:b1] if w[:1].isalnum())
+        else:
+            deleted.extend(old[s:e] for _, s, e in ow[a0:a1])
+            inserted.extend(new[s:e] for _, s, e in nw[b0:b1])
+    words_old = sum(1 for w, *_ in ow if w[:1].isalnum()) or 1
+    words_new = sum(1 for w, *_ in nw if w[:1].isalnum()) or 1
+    return SlotDiff(
+        replaced=tuple(replaced),
+        removed=tuple(v for v, _ in removed),
+        added=tuple(added),
+        refined=tuple(refined),
+        displaced=tuple(displaced),
+        kept_old=kept_old / words_old,
+        kept_new=kept_new / words_new,
+        deleted_words=" ".join(deleted),
+        inserted_words=" ".join(inserted),
+    )

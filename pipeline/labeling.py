@@ -28,6 +28,7 @@ from pipeline.align import (
     SentenceLabel,
     SentenceLabeler,
 )
+from pipeline.changes import RULES_VERSION, UpdateJudge
 from pipeline.config import Config
 from pipeline.errors import WikidriftError
 from pipeline.facts import FactExtractor
@@ -177,6 +178,7 @@ def make_labeler(
     checker: ContradictionChecker | None = None,
     embedder: Embedder | None = None,
     nli: NLIClassifier | None = None,
+    judge: UpdateJudge | None = None,
 ) -> SentenceLabeler:
     """A labeler with the configured models (or the given ones) behind the workdir's on-disk
     caches. ``naive`` (reference mode for benchmarks) uses no cache and no shortcut."""
@@ -209,6 +211,7 @@ def make_labeler(
         settings=settings,
         facts=FactExtractor(cfg.text.spacy_model or None),
         naive=naive,
+        judge=judge,
     )
 
 
@@ -227,6 +230,7 @@ def _stat_calls(stats: LabelingStats) -> dict[str, int]:
     return {
         "nli_pairs": stats.nli_pairs,
         "llm_checks": stats.llm_checks,
+        "judge_questions": stats.judge_questions,
         "exact_matches": stats.exact_matches,
         "similarity_pairs": stats.similarity_pairs,
         "span_texts": stats.span_texts,
@@ -278,11 +282,12 @@ def plan_labels(
     workdir = Path(workdir)
     if old >= new:
         raise WikidriftError(f"labels go from an older to a newer snapshot, got {old} -> {new}")
-    settings = asdict(labeler.settings) | {"naive": labeler.naive}
+    settings = asdict(labeler.settings) | {"naive": labeler.naive, "rules": RULES_VERSION}
     models: dict[str, str | None] = {
         "embedder": labeler.embedder.model_id,
         "nli": labeler.nli.model_id if labeler.nli else None,
         "contradiction_checker": labeler.checker.model_id if labeler.checker else None,
+        "update_judge": labeler.judge.model_id if labeler.judge else None,
     }
     inputs = verified_inputs(workdir, _input_files(workdir, old, new))
     digest = hashlib.sha256(

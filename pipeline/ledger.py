@@ -402,9 +402,12 @@ def _add_new(
     snapshot: str,
     summary: LedgerSummary,
 ) -> None:
+    # Facts a new quadruple can restate (the valid ones) or supersede (those, and the ones
+    # whose evidence sentence changed at this snapshot: the update that replaced them).
     current_facts: dict[tuple[str, str], list[dict]] = {}
     for it in items.values():
-        if it["kind"] == "quadruple" and it["valid_to"] is None:
+        replaced_here = it["valid_to"] == snapshot and it["retired_reason"] == "evidence_changed"
+        if it["kind"] == "quadruple" and (it["valid_to"] is None or replaced_here):
             key = (normalize_key(it["subject"]), normalize_key(it["relation"]))
             current_facts.setdefault(key, []).append(it)
     for it, ev in zip(new_items, new_evidence, strict=True):
@@ -414,13 +417,21 @@ def _add_new(
             key = (normalize_key(it["subject"]), normalize_key(it["relation"]))
             obj = normalize_key(it["object"])
             earlier = [f for f in current_facts.get(key, []) if f["created_snapshot"] < snapshot]
-            if any(normalize_key(f["object"]) == obj for f in earlier):
+            if any(normalize_key(f["object"]) == obj and f["valid_to"] is None for f in earlier):
                 summary.restated_quadruples_skipped += 1
                 continue
-            for f in earlier:
+            # Only an update supersedes: a fact from a changed sentence. A new sentence that
+            # gives the same subject and relation another object may speak of another time
+            # or context; both facts stay.
+            for f in earlier if it.get("type_at_creation") == "changed" else []:
                 new_ts, old_ts = _timestamp_key(it["timestamp"]), _timestamp_key(f["timestamp"])
-                if new_ts and old_ts and new_ts < old_ts:
-                    continue  # an older fact surfacing now: history, not an update
+                if normalize_key(f["object"]) == obj or (new_ts and old_ts and new_ts < old_ts):
+                    continue  # the same object, or an older fact surfacing now: no update
+                if f["valid_to"] is not None:  # retired a moment ago for its changed evidence
+                    counts = summary.retired["quadruple"]
+                    counts["evidence_changed"] -= 1
+                    if not counts["evidence_changed"]:
+                        del counts["evidence_changed"]
                 f["valid_to"] = snapshot
                 f["retired_reason"] = "superseded"
                 f["superseded_by"] = it["item_id"]

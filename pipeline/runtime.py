@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.changes import UpdateJudge
 from pipeline.config import Config
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, WikidriftError
 from pipeline.generate.contradiction import LLMContradictionChecker
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.llm import (
@@ -31,7 +32,7 @@ from pipeline.models.llm import (
 )
 from pipeline.models.llm.base import EndpointIdentity
 from pipeline.models.llm.llamacpp import LlamaCppBackend, start_local_llm
-from pipeline.models.llm.packaged import model_name
+from pipeline.models.llm.packaged import model_name, packaged_model, part_files
 from pipeline.models.vector_cache import VectorCache
 from pipeline.storage import EMBEDDING_CACHE, LLM_CACHE, cache_dir, logs_dir
 
@@ -195,6 +196,24 @@ def llm_from_config(cfg: Config, workdir: str | Path, *, start: bool = True) -> 
         max_new_tokens=cfg.llm.local_max_new_tokens,
     )
     return LLMSetup(CachedLLM(local, cache), None, "transformers")
+
+
+def judge_from_config(cfg: Config, llm: LLMSetup) -> UpdateJudge | None:
+    """The update judge of the offline labeling path (no NLI model, not faithful mode), unless
+    switched off or the only model at hand is the packaged 135M one (it cannot copy the right
+    words: uncertain pairs then stay unlabeled)."""
+    if not cfg.align.update_judge or cfg.models.nli or cfg.align.faithful:
+        return None
+    if llm.kind in ("local", "transformers") and cfg.llm.local_model == PACKAGED_SMOLLM2:
+        log.info("no capable LLM configured: uncertain sentence pairs stay unlabeled")
+        return None
+    if llm.kind == "local" and cfg.llm.local_model.startswith("packaged:"):
+        try:  # the default model is a separate download: label without it, and say so
+            part_files(packaged_model(cfg.llm.local_model))
+        except WikidriftError as exc:
+            log.warning("update judge off: %s; uncertain sentence pairs stay unlabeled", exc)
+            return None
+    return UpdateJudge(llm.backend)
 
 
 def checker_from_config(cfg: Config, llm: LLMSetup) -> LLMContradictionChecker | None:

@@ -68,6 +68,17 @@ def offline_embedder():  # noqa: ANN201 - pipeline.models.embedder.Embedder
     return load_embedder("packaged:all-MiniLM-L6-v2")
 
 
+@pytest.fixture(autouse=True)
+def _no_update_judge_from_the_config(request: pytest.FixtureRequest, monkeypatch) -> None:
+    """Labels in tests must not depend on whether the default local model (a separate 1.1 GB
+    download) is installed: the configured update judge is off unless a test is marked
+    ``update_judge``. The judge itself is tested with scripted backends."""
+    if request.node.get_closest_marker("update_judge") is None:
+        import pipeline.runtime
+
+        monkeypatch.setattr(pipeline.runtime, "judge_from_config", lambda cfg, llm: None)
+
+
 def build_wikisnap_snapshots(
     workdir: Path, dates: list[str], page_ids: tuple[int, ...], splitter
 ) -> None:

@@ -117,6 +117,13 @@ def _differing(a: str, b: str, title: str) -> str:
     return next((w for w in _words(a) if w.lower() not in title_words), _words(a)[0])
 
 
+def _shared_word(a: str, b: str, title: str) -> str:
+    """The longest word (not from the title) that ``a`` and ``b`` both have."""
+    title_words = set(title.lower().split())
+    shared = [w for w in _words(a) if w in set(_words(b)) and w.lower() not in title_words]
+    return max(shared, key=len) if shared else ""
+
+
 def _tag(text: str) -> str:
     return format(zlib.crc32(text.encode()) & 0xFFFF, "04x")
 
@@ -148,13 +155,21 @@ def good_answer(request: LLMRequest) -> str:
     if request.purpose == "qa_changed":
         old, new = line_after(request, "EARLIER:"), line_after(request, "CURRENT:")
         prev, ans = _differing(old, new, title), _differing(new, old, title)
+        # a word both sentences share keeps the question about their topic
+        cue = _shared_word(old, new, title)
         return json.dumps(
             {
-                "question": f"What changed ({_tag(new)}) for {title}?",
+                "question": f"What changed ({_tag(new)}) about {cue} for {title}?",
                 "previous_answer": prev,
                 "answer": ans,
             }
         )
+    if request.purpose == "update_check":
+        # the words of NEW that OLD lacks: where the marked value was replaced, if it was
+        old, new = line_after(request, "OLD:"), line_after(request, "NEW:")
+        old_words = set(_words(old.replace("[[", " ").replace("]]", " ")))
+        fresh = [w for w in _words(new) if w not in old_words]
+        return json.dumps({"span": fresh[0] if fresh else "NONE"})
     if request.purpose == "qa_check":
         # The whole sentence holds whatever the pair's grounded answer is.
         return json.dumps({"answer": line_after(request, "Sentence:")})
@@ -310,11 +325,21 @@ def _changed_fault(kind: str, request: LLMRequest) -> str:
     if kind == "identical":
         new_words = [w.strip(".,;:()\"'") for w in line_after(request, "CURRENT:").split()]
         old_words = [w.strip(".,;:()\"'") for w in line_after(request, "EARLIER:").split()]
-        shared = next(w for w in new_words if w in old_words and len(w) > 3)
+        shared = _other_shared_word(request, new_words, old_words)
         return json.dumps(good | {"previous_answer": shared, "answer": shared})
     if kind == "previous_ungrounded":
         return json.dumps(good | {"previous_answer": "Zanzibar Quokka"})
+    if kind == "stale_answer":  # the current answer is a word the old sentence had too
+        new_words = [w.strip(".,;:()\"'") for w in line_after(request, "CURRENT:").split()]
+        old_words = [w.strip(".,;:()\"'") for w in line_after(request, "EARLIER:").split()]
+        return json.dumps(good | {"answer": _other_shared_word(request, new_words, old_words)})
     raise AssertionError(kind)
+
+
+def _other_shared_word(request: LLMRequest, new_words: list[str], old_words: list[str]) -> str:
+    """A word of both sentences that the good question does not name."""
+    cue = json.loads(good_answer(request))["question"].split(" about ")[1].split(" for ")[0]
+    return next(w for w in new_words if w in old_words and len(w) > 3 and w != cue)
 
 
 def _check_fault(kind: str, request: LLMRequest) -> str:
@@ -395,7 +420,7 @@ QA_FAULTS = [
 ]
 NEW_QA_FAULTS = ["off_topic", "giveaway", "url", "garbled", "dangling"]
 CHECK_FAULTS = ["mismatch"]
-CHANGED_FAULTS = ["identical", "previous_ungrounded"]
+CHANGED_FAULTS = ["identical", "previous_ungrounded", "stale_answer"]
 DIALOGUE_FAULTS = [
     "two_turns",
     "empty_expert",
@@ -433,6 +458,7 @@ FAULT_REASONS = {
     "empty": "empty_field",
     "identical": "answers_identical",
     "previous_ungrounded": "previous_answer_not_grounded",
+    "stale_answer": "answer_did_not_change",
     "two_turns": "bad_turn_count",
     "empty_expert": "empty_field",
     "dialogue_leaning": "turn_leans_on_text",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Sequence
 
@@ -147,14 +148,18 @@ def test_offline_rule_without_nli() -> None:
         return rows[1]
 
     changed = run("It seats 9,000 people.", "It seats 12,000 people.", 0.9)
-    assert (changed.label, changed.rule, changed.verified) == ("changed", "fact_change", False)
-    assert "numbers" in changed.reason and changed.old_idx == [1]
+    assert (changed.label, changed.rule, changed.verified) == ("changed", "value_replaced", False)
+    assert changed.reason == "number '9,000' -> '12,000'" and changed.old_idx == [1]
     reworded = run("It seats 9,000 people.", "The ground seats 9,000 people.", 0.9)
-    assert (reworded.label, reworded.reason) == ("unlabeled", "similar_without_fact_change")
+    assert (reworded.label, reworded.rule, reworded.old_idx) == ("unchanged", "rewording", [1])
+    added = run("It seats 9,000 people.", "It seats 9,000 people and has a roof.", 0.9)
+    assert (added.label, added.rule) == ("unchanged", "elaboration")
     fresh = run("It seats 9,000 people.", "A museum opened.", 0.3)
     assert (fresh.label, fresh.rule) == ("new", "low_similarity")
-    between = run("It seats 9,000 people.", "It opened in 1990.", 0.65)
-    assert (between.label, between.rule) == ("unlabeled", "fact_change_low_similarity")
+    other = run("It seats 9,000 people.", "It opened in 1990.", 0.65)
+    assert (other.label, other.rule, other.old_idx) == ("new", "other_statement", [])
+    planned = run("It will seat 9,000 people.", "It seated 9,000 people until 2001.", 0.9)
+    assert (planned.label, planned.rule) == ("unlabeled", "planned_to_done")
 
 
 def test_pages_created_deleted_or_identical_need_no_model() -> None:
@@ -216,7 +221,8 @@ def test_fact_guard_refuses_a_similar_pair_with_a_different_date() -> None:
         rows, stats = labeler.label_pages([(page([OLD[0], old]), page([OLD[0], new], 2))])
         assert rows[1].label == expected
         assert stats.fact_guard_flips == (0 if faithful else 1)
-    assert rows[1].old_idx == [1] and rows[1].reason.startswith("fact_mismatch")
+    assert (rows[1].old_idx, rows[1].rule) == ([1], "value_replaced")
+    assert rows[1].reason == "time 'March 29, 2022' -> 'May 8, 2024'"
     # With NLI the guarded pair goes down the contradiction path and keeps its counterpart.
     nli = ScriptedNLIClassifier({}, default="entailment")
     labeler = SentenceLabeler(
@@ -271,7 +277,12 @@ def test_similarity_is_rounded_to_two_decimals_like_growover_code(faithful: bool
     accepted = _river_rows(0.986, faithful=faithful)[1]
     assert (accepted.label, accepted.rule, accepted.old_idx) == ("unchanged", "similarity", [1])
     refused = _river_rows(0.984, faithful=faithful)[1]
-    assert refused.label != "unchanged"
+    assert refused.rule != "similarity"
+    # Below the threshold the default mode reads the words: "is by" -> "lies by" rewords.
+    expected = (
+        ("unlabeled", "similar_without_fact_change") if faithful else ("unchanged", "rewording")
+    )
+    assert (refused.label, refused.rule) == expected
 
 
 def test_faithful_mode_reproduces_the_empty_top_span_of_growover_code() -> None:
@@ -296,7 +307,8 @@ def test_faithful_mode_reproduces_the_empty_top_span_of_growover_code() -> None:
         rows[faithful], _ = labeler.label_pages([(page(old), page(new, 2))])
     first = rows[True][0]
     assert (first.label, first.rule, first.old_idx) == ("unchanged", "span", [])
-    assert rows[False][0].label != "unchanged"
+    # The default mode pairs the edited sentence with its old version and reads the words.
+    assert (rows[False][0].rule, rows[False][0].old_idx) == ("elaboration", [0])
     assert [r.label for r in rows[True][1:3]] == ["unchanged", "unchanged"]
 
 
@@ -318,3 +330,47 @@ def test_faithful_mode_needs_a_mutual_best_match() -> None:
     assert (rows[0].label, rows[0].old_idx) == ("unchanged", [0])  # the first of the tie
     deleted = [r.old_idx for r in rows if r.label == "deleted"]
     assert deleted == [[1]]
+
+
+def test_the_update_judge_settles_a_rewritten_pair_through_the_llm_cache(tmp_path) -> None:  # noqa: ANN001
+    from pipeline.changes import UpdateJudge
+    from pipeline.models.llm.cache import CachedLLM, LLMCallCache
+    from pipeline.models.llm.scripted import ScriptedBackend
+
+    old_mid = (
+        "In 2017, he starred as Agent Whiskey in Matthew Vaughn's Kingsman: The Golden Circle "
+        "and as mercenary Pero Tovar in The Great Wall, alongside Matt Damon."
+    )
+    new_mid = (
+        "In 2016, he portrayed mercenary Pero Tovar in the fantasy action film The Great Wall, "
+        "alongside Matt Damon, and directed by Zhang Yimou."
+    )
+    angle = np.arccos(0.8)
+    vectors = {old_mid: np.array([1.0, 0, 0]), new_mid: np.array([np.cos(angle), np.sin(angle), 0])}
+    asked: list[str] = []
+
+    def run(span: str) -> object:
+        def answer(request) -> str:  # noqa: ANN001
+            asked.append(request.messages[-1]["content"])
+            return json.dumps({"span": span})
+
+        cache = LLMCallCache(tmp_path / f"llm-{span}.sqlite")
+        judge = UpdateJudge(CachedLLM(ScriptedBackend(answer), cache))
+        labeler = SentenceLabeler(VectorTableEmbedder(vectors), judge=judge)
+        old = [OLD[0], old_mid, OLD[2]]
+        rows, stats = labeler.label_pages([(page(old), page([OLD[0], new_mid, OLD[2]], 2))])
+        assert stats.judge_questions == 1
+        return rows[1]
+
+    confirmed = run("2016")
+    assert (confirmed.label, confirmed.rule, confirmed.old_idx) == (
+        "changed",
+        "judge_confirmed",
+        [1],
+    )
+    assert "[[2017]]" in asked[0] and "+scripted:" in confirmed.decided_by
+    unanswered = run("NONE")
+    assert (unanswered.label, unanswered.rule) == ("unlabeled", "value_replaced_loosely")
+    assert unanswered.reason.endswith("judge: no answer")
+    calls = len(asked)
+    assert run("NONE").label == "unlabeled" and len(asked) == calls  # answered from the cache

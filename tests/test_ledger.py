@@ -10,11 +10,13 @@ import pytest
 from pipeline.errors import WikidriftError
 from pipeline.labeling import read_labels
 from pipeline.ledger import (
+    ITEMS_SCHEMA,
     LedgerSummary,
     _add_new,
+    _write,
     facts_at,
+    ledger_dir,
     ledger_snapshots,
-    normalize_key,
     read_evidence,
     read_items,
     update_ledger,
@@ -96,21 +98,48 @@ def test_items_on_edited_sentences_are_retired_with_a_reason(released_workdir: P
             assert not all((ev["page_id"], i) in unchanged_old for i in ev["evidence_sent_idx"])
 
 
-def test_supersession_closes_but_keeps_the_earlier_quadruple(released_workdir: Path) -> None:
-    items = {it["item_id"]: it for it in read_items(released_workdir, C).to_pylist()}
-    superseded = [it for it in items.values() if it["retired_reason"] == "superseded"]
-    assert superseded
-    for old in superseded:
-        new = items[old["superseded_by"]]
-        assert normalize_key(new["subject"]) == normalize_key(old["subject"])
-        assert normalize_key(new["relation"]) == normalize_key(old["relation"])
-        assert normalize_key(new["object"]) != normalize_key(old["object"])
-        assert new["created_snapshot"] == old["valid_to"] > old["created_snapshot"]
-        assert old["fact_valid_until"] in (new["timestamp"], new["created_snapshot"])
+def _fact(item_id: str, created: str, obj: str, ts: str | None, typ: str) -> dict:
+    """A complete ledger row of a quadruple about "The Club"'s coach."""
+    row: dict = dict.fromkeys(ITEMS_SCHEMA.names)
+    return row | {
+        "item_id": item_id,
+        "kind": "quadruple",
+        "page_id": 1,
+        "title": "The Club",
+        "created_snapshot": created,
+        "valid_from": created,
+        "type_at_creation": typ,
+        "subject": "The Club",
+        "relation": "coach",
+        "object": obj,
+        "timestamp": ts,
+        "observed_at": created,
+    }
+
+
+@pytest.fixture
+def superseded_ledger(tmp_path: Path) -> Path:
+    """A ledger at A and B written by the real writer: at B the coach "Ann Lee" (2023) of A is
+    superseded by "Bob Ray" (2024), a fact from a changed sentence."""
+    items = {"a": _fact("a", A, "Ann Lee", "2023", "new")}
+    _write(ledger_dir(tmp_path, A), items, [], LedgerSummary(A, None, "x"))
+    summary = LedgerSummary(B, A, "y")
+    _add_new(items, [_fact("b", B, "Bob Ray", "2024", "changed")], [{}], [], B, summary)
+    _write(ledger_dir(tmp_path, B), items, [], summary)
+    return tmp_path
+
+
+def test_supersession_closes_but_keeps_the_earlier_quadruple(superseded_ledger: Path) -> None:
+    items = {it["item_id"]: it for it in read_items(superseded_ledger, B).to_pylist()}
+    old, new = items["a"], items["b"]
+    assert old["retired_reason"] == "superseded" and old["superseded_by"] == "b"
+    assert new["type_at_creation"] == "changed" and new["valid_to"] is None
+    assert new["created_snapshot"] == old["valid_to"] > old["created_snapshot"]
+    assert old["fact_valid_until"] == new["timestamp"]
 
 
 def test_supersession_rule_details() -> None:
-    def quad(item_id: str, created: str, obj: str, ts: str | None) -> dict:
+    def quad(item_id: str, created: str, obj: str, ts: str | None, typ: str = "changed") -> dict:
         return {
             "item_id": item_id,
             "kind": "quadruple",
@@ -119,13 +148,14 @@ def test_supersession_rule_details() -> None:
             "object": obj,
             "timestamp": ts,
             "created_snapshot": created,
+            "type_at_creation": typ,
             "valid_to": None,
             "retired_reason": None,
             "superseded_by": None,
             "fact_valid_until": None,
         }
 
-    items = {"a": quad("a", "2024-01-01", "Ann Lee", "2023")}
+    items = {"a": quad("a", "2024-01-01", "Ann Lee", "2023", "new")}
     summary = LedgerSummary("2024-06-01", "2024-01-01", "x")
     evidence: list[dict] = []
     new = [
@@ -146,23 +176,36 @@ def test_supersession_rule_details() -> None:
     again = [quad("e", "2024-06-01", "the ann lee", None)]
     _add_new(items2, again, [{"item_id": "e"}], [], "2024-06-01", s2)
     assert "e" not in items2 and s2.restated_quadruples_skipped == 1
+    # Only an update supersedes: another object from a new sentence leaves both facts valid.
+    items3 = {"a": quad("a", "2024-01-01", "Ann Lee", "2023")}
+    s3 = LedgerSummary("2024-06-01", "2024-01-01", "x")
+    _add_new(
+        items3, [quad("f", "2024-06-01", "Bob Ray", "2024", "new")], [{}], [], "2024-06-01", s3
+    )
+    assert items3["a"]["valid_to"] is None and s3.superseded == 0
+    # The fact whose evidence sentence changed is superseded by the update, not just retired.
+    retired = quad("a", "2024-01-01", "Ann Lee", "2023") | {
+        "valid_to": "2024-06-01",
+        "retired_reason": "evidence_changed",
+    }
+    s4 = LedgerSummary("2024-06-01", "2024-01-01", "x")
+    s4.retired = {"quadruple": {"evidence_changed": 1}}
+    items4 = {"a": retired}
+    _add_new(items4, [quad("g", "2024-06-01", "Bob Ray", "2024")], [{}], [], "2024-06-01", s4)
+    assert items4["a"]["retired_reason"] == "superseded" and items4["a"]["superseded_by"] == "g"
+    assert s4.retired == {"quadruple": {"superseded": 1}} and s4.superseded == 1
 
 
-def test_bitemporal_query(released_workdir: Path) -> None:
-    items = read_items(released_workdir, C).to_pylist()
-    old = next(it for it in items if it["retired_reason"] == "superseded")
-    new = next(it for it in items if it["item_id"] == old["superseded_by"])
-    known_before = facts_at(released_workdir, old["valid_to"], old["created_snapshot"])
-    assert old["item_id"] in {f["item_id"] for f in known_before}  # supersession not known yet
-    after = facts_at(released_workdir, "2099-12-31", C, subject=old["subject"])
-    ids = {f["item_id"] for f in after}
-    assert old["item_id"] not in ids
-    assert new["item_id"] in ids or new["valid_to"] is not None
-    if old["timestamp"] and old["fact_valid_until"] > old["timestamp"]:
-        then = facts_at(released_workdir, old["timestamp"], C, subject=old["subject"])
-        assert old["item_id"] in {f["item_id"] for f in then}  # still true back then
+def test_bitemporal_query(superseded_ledger: Path) -> None:
+    ledger = superseded_ledger
+    known_before = facts_at(ledger, "2099-12-31", A)
+    assert {f["item_id"] for f in known_before} == {"a"}  # the supersession is not known yet
+    now = facts_at(ledger, "2099-12-31", B, subject="the club")
+    assert {f["item_id"] for f in now} == {"b"}
+    then = facts_at(ledger, "2023-06", B, subject="The Club")
+    assert {f["item_id"] for f in then} == {"a"}  # still true back then
     with pytest.raises(WikidriftError, match="no ledger state"):
-        facts_at(released_workdir, "2020-01-01", "2020-01-01")
+        facts_at(ledger, "2020-01-01", "2020-01-01")
 
 
 def test_rerun_is_skipped_and_order_is_enforced(released_workdir: Path, tmp_path: Path) -> None:

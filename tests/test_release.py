@@ -70,7 +70,17 @@ def test_release_rows_carry_their_type_at_the_snapshot(released_workdir: Path) -
     excluded = [t for t in dialogue if not t["evaluate"]]
     assert excluded and all(t["excluded_reason"] and t["excluded_at"] for t in excluded)
     quads = read_release_table(released_workdir, C, "quadruples").to_pylist()
-    assert {q["status"] for q in quads} == {"current", "superseded"}
+    # a quadruple is superseded only by a fact of the same subject and relation with another
+    # object, from a sentence labeled changed
+    by_id = {q["item_id"]: q for q in quads}
+    assert "current" in {q["status"] for q in quads}
+    for q in quads:
+        assert (q["status"] == "superseded") == bool(q["superseded_by"])
+        if q["superseded_by"]:
+            newer = by_id[q["superseded_by"]]
+            assert newer["type_at_creation"] == "changed"
+            assert (newer["subject"], newer["relation"]) == (q["subject"], q["relation"])
+            assert newer["object"] != q["object"]
     labels = read_release_table(released_workdir, A, "sentence_labels")
     assert set(labels["label"].to_pylist()) == {"new"}
 

@@ -41,6 +41,8 @@ PROMPT_NAMES = (
 FOLLOW_UP_PROMPT_NAMES = ("qa_retry",)
 # Prompts of later stages: not part of the generation stage's prompt hashes.
 TEMPORAL_PROMPT_NAMES = ("temporal_question",)
+# The labeling stage's update judge (pipeline.changes): hashed into the labels' digest.
+LABELING_PROMPT_NAMES = ("update_check",)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _SECTION = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.MULTILINE)
@@ -116,6 +118,12 @@ class ContradictionAnswer(_Answer):
     contradicts: bool
 
 
+class UpdateCheckAnswer(_Answer):
+    """Answer of ``update_check``: the words of the new sentence in the marked value's place."""
+
+    span: str
+
+
 class TemporalQuestionAnswer(_Answer):
     """Answer of ``temporal_question``: the question phrased for facts and an answer."""
 
@@ -130,6 +138,7 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {
     "dialogue": DialogueAnswer,
     "quadruples": QuadruplesAnswer,
     "contradiction": ContradictionAnswer,
+    "update_check": UpdateCheckAnswer,
     "temporal_question": TemporalQuestionAnswer,
 }
 
@@ -142,6 +151,7 @@ MAX_TOKENS: dict[str, int] = {
     "dialogue": 900,
     "quadruples": 900,
     "contradiction": 160,
+    "update_check": 64,
     "temporal_question": 96,
 }
 

@@ -29,18 +29,19 @@ def _available(labels: list[dict], label: str) -> int:
 
 
 def test_stratified_counts(released_workdir: Path, release_labels: list[dict]) -> None:
-    tasks, available, taken, old = build_sample(released_workdir, RELEASE, per_label=10, seed=3)
+    # the release has 3 changed sentences (real updates only), all of them drawn
+    tasks, available, taken, old = build_sample(released_workdir, RELEASE, per_label=3, seed=3)
     assert old == read_manifest(released_workdir, RELEASE).previous_release == FIRST_RELEASE
     assert available == {
         "new": _available(release_labels, "new"),
         "changed": _available(release_labels, "changed"),
     }
-    assert available["new"] > 10 and available["changed"] > 10  # the real data has enough
-    assert Counter(t["label"] for t in tasks) == {"new": 10, "changed": 10} == taken
+    assert available["new"] > 3 and available["changed"] == 3
+    assert Counter(t["label"] for t in tasks) == {"new": 3, "changed": 3} == taken
     assert {t["kind"] for t in tasks} == {"sentence"}
-    assert len({t["task_id"] for t in tasks}) == 20
-    # Shuffled together: the first ten are not all one stratum.
-    assert len({t["label"] for t in tasks[:10]}) == 2
+    assert len({t["task_id"] for t in tasks}) == 6
+    # Shuffled together: the first three are not all one stratum.
+    assert len({t["label"] for t in tasks[:3]}) == 2
 
 
 def test_per_label_larger_than_the_release(
@@ -55,9 +56,9 @@ def test_per_label_larger_than_the_release(
 def test_qa_items(released_workdir: Path) -> None:
     qa = read_release_table(released_workdir, RELEASE, "qa").to_pylist()
     tasks, available, taken, _ = build_sample(
-        released_workdir, RELEASE, per_label=4, seed=1, include_qa=6
+        released_workdir, RELEASE, per_label=3, seed=1, include_qa=6
     )
-    assert taken == {"new": 4, "changed": 4, "qa_new": 3, "qa_changed": 3}
+    assert taken == {"new": 3, "changed": 3, "qa_new": 3, "qa_changed": 3}
     assert available["qa_new"] == sum(q["type"] == "new" for q in qa)
     by_id = {q["item_id"]: q for q in qa}
     qa_tasks = [t for t in tasks if t["kind"] == "qa"]
@@ -68,7 +69,7 @@ def test_qa_items(released_workdir: Path) -> None:
         assert t["qa"]["question"] == item["question"] and t["qa"]["answer"] == item["answer"]
         assert "previous_answer" not in public_task(t)["qa"]
     # Asking for QA items does not change which sentences are drawn.
-    plain, *_ = build_sample(released_workdir, RELEASE, per_label=4, seed=1)
+    plain, *_ = build_sample(released_workdir, RELEASE, per_label=3, seed=1)
     assert sorted(t["task_id"] for t in plain) == sorted(
         t["task_id"] for t in tasks if t["kind"] == "sentence"
     )
@@ -166,9 +167,9 @@ def test_written_file_and_unchanged_resample(released_workdir: Path, tmp_path: P
     path = root / RELEASE / TASKS_FILE
     assert summary.path == str(path) and not summary.unchanged
     tasks = read_tasks(root / RELEASE)
-    assert len(tasks) == 10
+    assert len(tasks) == 8  # 5 new, and the release's 3 changed
     meta = json.loads((root / RELEASE / "sample.json").read_text())
-    assert meta["seed"] == 9 and meta["n_tasks"] == 10
+    assert meta["seed"] == 9 and meta["n_tasks"] == 8
     again = sample_tasks(released_workdir, RELEASE, per_label=5, seed=9, annotations_root=root)
     assert again.unchanged
     assert not list(released_workdir.glob("annotations"))  # the shared workdir is untouched
@@ -211,11 +212,11 @@ def test_cli_sample(
 ) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     args = ["annotate", "sample", "--release", RELEASE, "--workdir", str(workdir)]
-    assert main([*args, "--per-label", "4", "--seed", "7", "--include-qa", "2"]) == 0
+    assert main([*args, "--per-label", "3", "--seed", "7", "--include-qa", "2"]) == 0
     out = capsys.readouterr().out
-    assert "new=4" in out and "changed=4" in out and "qa_new=1" in out
+    assert "new=3" in out and "changed=3" in out and "qa_new=1" in out
     tasks = read_tasks(workdir / "annotations" / RELEASE)  # the default root
-    assert len(tasks) == 10
+    assert len(tasks) == 8
     bad = ["annotate", "sample", "--release", FIRST_RELEASE, "--workdir", str(workdir)]
     assert main(bad) == 2
     assert "first release" in capsys.readouterr().err

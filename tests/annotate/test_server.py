@@ -19,7 +19,8 @@ from tests.annotate import FIRST_RELEASE, RELEASE, copy_release_dir, http_reques
 
 @pytest.fixture(scope="module")
 def sampled_root(released_workdir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An annotations root with 12 tasks of RELEASE (read-only: tests copy it)."""
+    """An annotations root with 9 tasks of RELEASE, 6 new and its 3 changed (read-only:
+    tests copy it)."""
     root = tmp_path_factory.mktemp("annotations")
     sample_tasks(released_workdir, RELEASE, per_label=6, seed=4, annotations_root=root)
     return root
@@ -66,7 +67,7 @@ def test_info_and_tasks_are_blind(server: AnnotationServer, root: Path) -> None:
     status, _, info = http_request("GET", server.url + "api/info")
     assert status == 200
     assert info["release"] == RELEASE and info["old_snapshot"] == FIRST_RELEASE
-    assert info["total"] == 12 and info["labels"] == list(JUDGMENT_LABELS)
+    assert info["total"] == 9 and info["labels"] == list(JUDGMENT_LABELS)
     status, _, body = http_request("GET", server.url + "api/tasks?annotator=alice")
     assert status == 200 and body["judgments"] == {}
     ids = [t["task_id"] for t in read_tasks(root / RELEASE)]
@@ -90,7 +91,7 @@ def test_judgment_appended_and_fsynced(
     monkeypatch.setattr(server_mod.os, "fsync", spy)
     task_id = read_tasks(root / RELEASE)[0]["task_id"]
     body = _post(server, "alice", task_id, "not_supported")
-    assert body["done"] == 1 and body["total"] == 12 and body["superseded"] is False
+    assert body["done"] == 1 and body["total"] == 9 and body["superseded"] is False
     assert synced, "the judgment file was not fsynced"
     lines = read_jsonl(root / RELEASE / "alice.jsonl")
     assert len(lines) == 1
@@ -110,7 +111,7 @@ def test_resume_skips_judged_tasks(
     _post(server, "bob", ids[3], "supported")
     nxt = http_request("GET", url)[2]
     assert nxt["task"]["task_id"] == ids[2] and nxt["position"] == 3
-    assert nxt["done"] == 3 and nxt["remaining"] == 9
+    assert nxt["done"] == 3 and nxt["remaining"] == 6
     # after= continues past a task, skipping the judged one that follows.
     after = http_request("GET", url + f"&after={ids[2]}")[2]
     assert after["task"]["task_id"] == ids[4]
@@ -129,7 +130,7 @@ def test_all_done_returns_no_task(server: AnnotationServer, root: Path) -> None:
     for t in read_tasks(root / RELEASE):
         _post(server, "dana", t["task_id"], "uncertain")
     nxt = http_request("GET", server.url + "api/next?annotator=dana")[2]
-    assert nxt["task"] is None and nxt["done"] == 12 and nxt["remaining"] == 0
+    assert nxt["task"] is None and nxt["done"] == 9 and nxt["remaining"] == 0
 
 
 def test_later_judgment_supersedes(server: AnnotationServer, root: Path) -> None:
@@ -165,13 +166,13 @@ def test_progress(server: AnnotationServer, root: Path) -> None:
         _post(server, name, ids[0], "supported")
     _post(server, "ann1", ids[1], "supported")
     status, _, body = http_request("GET", server.url + "api/progress")
-    assert status == 200 and body["total"] == 12
+    assert status == 200 and body["total"] == 9
     assert {k: v["done"] for k, v in body["annotators"].items()} == {
         "ann1": 2,
         "ann2": 1,
         "ann3": 1,
     }
-    assert body["tasks_by_raters"] == {"0": 10, "1": 1, "2": 0, "3+": 1}
+    assert body["tasks_by_raters"] == {"0": 7, "1": 1, "2": 0, "3+": 1}
 
 
 def _valid(root: Path) -> dict:

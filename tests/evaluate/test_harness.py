@@ -324,7 +324,7 @@ def test_the_release_temporal_tables_score_full_marks_for_an_oracle(workdir: Pat
         for r in asked
         if (r["question"], r["interval_start"]) in by_date
     }
-    assert len(known) >= 10
+    assert len(known) >= max(4, len(asked) / 2)  # 8 of this corpus's few real update chains
     for p in run.predictions:
         if p["kind"] == "timelines" and p["item_id"] in known:
             assert p["correct"] and p["as_of"] == known[p["item_id"]], p

@@ -25,7 +25,9 @@ from tests.flows.conftest import flow_config
 
 DATES = ["2024-01-01", "2024-06-01", "2025-01-01"]
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+# The update judge on (the scripted server answers its questions): the module-scoped reference
+# and the `wikidrift run` subprocesses run with it, and every compared run must too.
+pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.update_judge]
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,8 @@ from pipeline.text import SentenceSplitter
 
 OLD, NEW = "2024-01-01", "2024-06-01"
 KARPATHY = 58107648  # only in the new snapshot
-UPDATED_IDS = [22476815, 63017060, 72175749, 74806347, 71928301]  # Altman, Krishna, RX 7000, ...
+# Altman, Krishna, RX 7000, iPhone 15, Semaglutide, Lisa Su (net worth updated), Tesla Model Y.
+UPDATED_IDS = [22476815, 63017060, 72175749, 74806347, 71928301, 44063188, 49033638]
 ALL_IDS = [*UPDATED_IDS, KARPATHY]
 
 

@@ -78,7 +78,7 @@ def test_turns_are_typed_from_sentence_labels(split: tuple[list[Article], list[A
             ]
             assert {r["para_idx"] for r in rows} == {para.para_idx}
             assert all(r["n_turns"] == len(rows) for r in rows)
-    assert {"new", "changed"} <= seen  # the real labels give more than one type
+    assert "new" in seen and len(seen) >= 2  # the real labels give more than one type
 
 
 def test_from_scratch_articles_have_new_turns_only(

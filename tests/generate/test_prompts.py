@@ -12,6 +12,7 @@ import pytest
 from pipeline.generate.prompts import (
     ANSWER_MODELS,
     FOLLOW_UP_PROMPT_NAMES,
+    LABELING_PROMPT_NAMES,
     PROMPT_NAMES,
     PROMPTS_DIR,
     TEMPORAL_PROMPT_NAMES,
@@ -32,8 +33,9 @@ PLACEHOLDERS = {
     "quadruples": {"title", "sentences", "max_per_sentence"},
     "contradiction": {"old_sentence", "new_sentence"},
     "temporal_question": {"facts", "answer", "time", "kind"},
+    "update_check": {"old_marked", "new_sentence"},
 }
-ALL_PROMPTS = PROMPT_NAMES + TEMPORAL_PROMPT_NAMES
+ALL_PROMPTS = PROMPT_NAMES + TEMPORAL_PROMPT_NAMES + LABELING_PROMPT_NAMES
 # Distinctive wording of the GrowOVER prompts (Appendix H): ours must say it differently.
 PAPER_PHRASES = [
     "NOT DIRECTLY VISIBLE",

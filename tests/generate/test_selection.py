@@ -161,7 +161,7 @@ def test_groups_and_pairs_on_real_labels(
             assert pair.new_text == art.texts[pair.new_idx]
             assert pair.old_text == old_text[(art.page_id, pair.old_idx)]
             assert pair.old_text != pair.new_text
-    assert n_groups >= 5 and n_pairs >= 5
+    assert n_groups >= 5 and n_pairs >= 3  # the updates of Lisa Su, Tesla Model Y, ...
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,263 @@
+"""How right is `changed`? The default labeling path on the hand-labeled gold pairs.
+
+Every gold pair (``benchmarks/data/changed_gold.jsonl``: an old sentence, the revised one, and
+its class read by hand: UPDATE, ELABORATION, REWORDING or DIFFERENT) becomes a one-sentence
+article at two dates and goes through the real labeler (MiniLM similarity, the fact guard,
+the word alignment of :mod:`pipeline.changes` and, unless ``--judge none``, the update judge),
+all pairs in one batch. Prints the confusion matrix of gold class against label, the changed
+precision and recall, the shares of elaborations and rewordings labeled changed, of
+rewordings labeled unchanged and of updates labeled unchanged, the judge's calls, and the
+seconds (in all, per article pair).
+
+    .venv/bin/python -m benchmarks.bench_changed [--judge none|local|openai:MODEL|URL]
+        [--judge-only] [--set random|enriched] [--split dev|test] [--gold FILE] [--workdir W]
+
+``--judge-only`` measures the judge alone: every pair the judge can ask about goes to it,
+even those the alignment settles by itself. ``--split test`` keeps the newest date pair
+(2024-06-01 -> 2025-01-01), which no rule was tuned on; ``dev`` the three older pairs.
+``--articles OLD:NEW`` times the labeling of all 36 wikisnap articles between two dates with
+and without the judge (seconds per article, judge calls, how many labels the judge changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pipeline.align import CHANGED, NEW, UNCHANGED, UNLABELED, PageSentences  # noqa: E402
+from pipeline.config import load_config  # noqa: E402
+from pipeline.labeling import make_labeler  # noqa: E402
+from pipeline.text import sentence_hash  # noqa: E402
+
+GOLD = REPO / "benchmarks" / "data" / "changed_gold.jsonl"
+CLASSES = ("UPDATE", "ELABORATION", "REWORDING", "DIFFERENT")
+LABELS = (CHANGED, UNCHANGED, NEW, UNLABELED)
+TEST_PAIR = ("2024-06-01", "2025-01-01")
+
+
+def _judge_overrides(spec: str) -> dict[str, Any]:
+    if spec == "none":
+        return {"align": {"update_judge": False}}
+    if spec == "local":
+        llm: dict[str, Any] = {"backend": "local"}
+    elif spec.startswith("openai:"):
+        llm = {"backend": "openai", "openai_model": spec.split(":", 1)[1]}
+    elif spec.startswith(("http://", "https://")):
+        llm = {"backend": "openai", "base_url": spec}
+    else:
+        raise SystemExit(f"--judge {spec!r}: none, local, openai:MODEL or a server URL")
+    return {"align": {"update_judge": True}, "llm": {**llm, "batch_api": False}}
+
+
+def _select(gold: list[dict], which_set: str | None, split: str | None) -> list[dict]:
+    rows = [g for g in gold if which_set is None or g["set"] == which_set]
+    if split is not None:
+        rows = [
+            g for g in rows if ((g["old_date"], g["new_date"]) == TEST_PAIR) == (split == "test")
+        ]
+    return rows
+
+
+def label_gold(gold: list[dict], judge: str, workdir: Path, *, judge_only: bool) -> dict:
+    """Run the labeler over every gold pair; returns labels, rules, judge calls, seconds."""
+    from pipeline.runtime import judge_from_config, llm_from_config
+
+    cfg = load_config(profile="offline", overrides=_judge_overrides(judge))
+    llm = llm_from_config(cfg, workdir)
+    labeler = make_labeler(cfg, workdir, judge=judge_from_config(cfg, llm))
+    if judge_only:
+        return _judge_alone(gold, labeler)
+    pairs = []
+    for n, g in enumerate(gold):
+        old, new = g["old"], g["new"]
+        pairs.append(
+            (
+                PageSentences(n, g["title"], 1, [old], [sentence_hash(old)]),
+                PageSentences(n, g["title"], 2, [new], [sentence_hash(new)]),
+            )
+        )
+    labeler.embedder.embed(["warm up"])
+    labeler.facts.entity_spans_many(["Warm up the NER model in Paris."])
+    started = time.perf_counter()
+    rows, stats = labeler.label_pages(pairs)
+    seconds = time.perf_counter() - started
+    by_page = {r.page_id: r for r in rows if r.new_idx is not None}
+    return {
+        "labels": [by_page[n].label for n in range(len(gold))],
+        "rules": [by_page[n].rule for n in range(len(gold))],
+        "judge_questions": stats.judge_questions,
+        "seconds": seconds,
+    }
+
+
+def _judge_alone(gold: list[dict], labeler: Any) -> dict:
+    """Changed when the judge says so, for every pair it can be asked about (a value replaced,
+    however closely the sentences match, a value moved and changed, a plan carried out);
+    the other labels as the alignment gives them."""
+    from pipeline.changes import (
+        ELABORATION,
+        REWORDING,
+        UNCERTAIN,
+        UPDATE,
+        PairClass,
+        classify_pair,
+        judge_question,
+    )
+    from pipeline.facts import compare_slots
+    from pipeline.models.embedder import cosine_matrix
+
+    if labeler.judge is None:
+        raise SystemExit("--judge-only needs a judge (--judge local|openai:MODEL|URL)")
+    started = time.perf_counter()
+    texts = sorted({t for g in gold for t in (g["old"], g["new"])})
+    spans = dict(zip(texts, labeler.facts.entity_spans_many(texts), strict=True))
+    vectors = dict(zip(texts, labeler.embedder.embed(texts), strict=True))
+    labels, rules, questions = [], [], []
+    for g in gold:
+        old, new = g["old"], g["new"]
+        similarity = float(cosine_matrix(vectors[old], vectors[new])[0, 0])
+        slots = compare_slots(old, new, spans[old], spans[new])
+        verdict = classify_pair(slots, similarity)
+        if verdict.kind == UPDATE:
+            loose = "value_replaced_loosely" if slots.replaced else "planned_to_done"
+            verdict = PairClass(UNCERTAIN, loose, verdict.detail)
+        question = judge_question(old, new, verdict, slots)
+        questions.append(question)
+        if verdict.kind in (ELABORATION, REWORDING):
+            labels.append(UNCHANGED)
+        elif verdict.kind == UNCERTAIN:
+            labels.append(UNLABELED)
+        else:
+            labels.append(NEW if similarity <= 0.705 else UNLABELED)
+        rules.append(verdict.rule)
+    asked = [k for k, q in enumerate(questions) if q is not None]
+    for k, verdict in zip(asked, labeler.judge.settle([questions[k] for k in asked]), strict=True):
+        if verdict is True:
+            labels[k], rules[k] = CHANGED, "judge_confirmed"
+    return {
+        "labels": labels,
+        "rules": rules,
+        "judge_questions": len(asked),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def report(gold: list[dict], result: dict) -> list[str]:
+    """The figures, one per line."""
+    conf: Counter[tuple[str, str]] = Counter(
+        (g["gold"], label) for g, label in zip(gold, result["labels"], strict=True)
+    )
+    n = Counter(g["gold"] for g in gold)
+    lines = ["gold \\ label".ljust(13) + "".join(label.rjust(11) for label in LABELS)]
+    for c in CLASSES:
+        lines.append(c.ljust(13) + "".join(str(conf[(c, lab)]).rjust(11) for lab in LABELS))
+    tp = conf[("UPDATE", CHANGED)]
+    predicted = sum(conf[(c, CHANGED)] for c in CLASSES)
+    articles = len({(g["title"], g["old_date"], g["new_date"]) for g in gold})
+
+    def share(c: str, lab: str) -> str:
+        return f"{conf[(c, lab)] / n[c]:.3f}" if n[c] else "n/a"
+
+    lines += [
+        f"pairs={len(gold)} updates={n['UPDATE']} elaborations={n['ELABORATION']} "
+        f"rewordings={n['REWORDING']} different={n['DIFFERENT']}",
+        f"changed_precision={tp / predicted:.3f} ({tp}/{predicted})"
+        if predicted
+        else "changed_precision=n/a (nothing labeled changed)",
+        f"changed_recall={tp / n['UPDATE']:.3f} ({tp}/{n['UPDATE']})" if n["UPDATE"] else "",
+        f"elaborations_changed={share('ELABORATION', CHANGED)}",
+        f"rewordings_changed={share('REWORDING', CHANGED)}",
+        f"rewordings_unchanged={share('REWORDING', UNCHANGED)}",
+        f"updates_unchanged={share('UPDATE', UNCHANGED)}",
+        f"different_new={share('DIFFERENT', NEW)}",
+        f"judge_calls={result['judge_questions']}",
+        f"seconds={result['seconds']:.2f}",
+        f"seconds_per_article_pair={result['seconds'] / max(articles, 1):.3f} ({articles} pairs)",
+    ]
+    rules = Counter(result["rules"])
+    lines.append("rules=" + json.dumps(dict(sorted(rules.items()))))
+    return [line for line in lines if line]
+
+
+def time_articles(old: str, new: str, judge: str, workdir: Path) -> list[str]:
+    """Label every wikisnap article ``old`` -> ``new`` without and with the judge; one line
+    each: seconds per article, judge calls, changed labels."""
+    from pipeline.labeling import label_snapshots, read_labels
+    from pipeline.runtime import judge_from_config, llm_from_config
+    from pipeline.text import SentenceSplitter
+    from tests.conftest import WIKISNAP, build_wikisnap_snapshots
+
+    manifest = json.loads((WIKISNAP / "MANIFEST.json").read_text())
+    page_ids = tuple(sorted(int(a["page_id"]) for a in manifest["articles"]))
+    snapshots = workdir / "snapshots_only"
+    build_wikisnap_snapshots(snapshots, [old, new], page_ids, SentenceSplitter())
+    lines = []
+    for spec in ("none", judge):
+        # A fresh copy each: no embedding, NER or LLM answer cached from the other run.
+        run_dir = workdir / f"judge-{spec.replace('/', '_').replace(':', '_')}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.copytree(snapshots / "snapshots", run_dir / "snapshots")
+        cfg = load_config(profile="offline", overrides=_judge_overrides(spec))
+        judge_model = judge_from_config(cfg, llm_from_config(cfg, run_dir))
+        labeler = make_labeler(cfg, run_dir, judge=judge_model)
+        labeler.embedder.embed(["warm up"])  # model loading stays out of the time
+        labeler.facts.entity_spans_many(["Warm up the NER model in Paris."])
+        started = time.perf_counter()
+        summary = label_snapshots(run_dir, old, new, labeler)
+        seconds = time.perf_counter() - started
+        rules = Counter(read_labels(run_dir, old, new)["rule"].to_pylist())
+        lines.append(
+            f"articles judge={spec} seconds_per_article={seconds / len(page_ids):.3f} "
+            f"judge_calls={summary.model_calls.get('judge_questions', 0)} "
+            f"changed={summary.counts['changed']} judge_confirmed={rules['judge_confirmed']}"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gold", type=Path, default=GOLD)
+    parser.add_argument("--judge", default="local")
+    parser.add_argument("--judge-only", action="store_true")
+    parser.add_argument("--set", dest="which_set", choices=["random", "enriched"])
+    parser.add_argument("--split", choices=["dev", "test"])
+    parser.add_argument("--workdir", type=Path, help="keep the caches (LLM answers) here")
+    parser.add_argument("--dump", type=Path, help="write each pair with its label here (JSONL)")
+    parser.add_argument("--articles", metavar="OLD:NEW", help="time whole articles instead")
+    args = parser.parse_args()
+    if args.articles:
+        old, _, new = args.articles.partition(":")
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_changed_articles_"))
+        print("\n".join(time_articles(old, new, args.judge, workdir)))
+        return
+    gold = _select(
+        [json.loads(line) for line in args.gold.read_text().splitlines() if line.strip()],
+        args.which_set,
+        args.split,
+    )
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_changed_"))
+    result = label_gold(gold, args.judge, workdir, judge_only=args.judge_only)
+    print("\n".join(report(gold, result)))
+    if args.dump:
+        with args.dump.open("w") as fh:
+            for g, label, rule in zip(gold, result["labels"], result["rules"], strict=True):
+                fh.write(json.dumps(g | {"label": label, "rule": rule}, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        from pipeline.models.llm.llamacpp_server import stop_shared_servers
+
+        stop_shared_servers()
