@@ -41,7 +41,7 @@ UPDATE, ELABORATION, REWORDING, DIFFERENT, UNCERTAIN = (
 
 # Raised whenever a rule below decides a pair differently: the labeling stage's digest holds
 # it, so labels made by older rules are rebuilt, not reused.
-RULES_VERSION = 2
+RULES_VERSION = 3
 
 # Share of each sentence's words that must stay in place for a replaced value to be read as
 # an update of the same statement (measured on the gold set: below it, most "replacements"
@@ -183,6 +183,19 @@ def classify_pair(slots: SlotDiff, similarity: float) -> PairClass:
             return PairClass(ELABORATION, "details_added", added)
         return PairClass(REWORDING, "same_facts", ", ".join(v.text for v in slots.removed))
     return PairClass(DIFFERENT, "other_statement")
+
+
+def one_name(verdict: PairClass, slots: SlotDiff, texts: Sequence[str]) -> PairClass:
+    """An ``entity_replaced`` update made uncertain when the two names are parts of one name
+    that the articles write out ("Yimou" -> "Zhang", and "Zhang Yimou" elsewhere in the
+    article): the same person called another way. Other verdicts pass unchanged."""
+    if verdict.rule != "entity_replaced":
+        return verdict
+    r = next(r for r in slots.replaced if distinct_entities(r))
+    for whole in (f"{r.old} {r.new}", f"{r.new} {r.old}"):
+        if any(whole in t for t in texts):
+            return PairClass(UNCERTAIN, "name_variant", f"{r.old!r} / {r.new!r}: {whole!r}")
+    return verdict
 
 
 def label_of(verdict: PairClass, rounded_similarity: float, new_max_similarity: float) -> str:

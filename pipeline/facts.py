@@ -623,11 +623,27 @@ def compare_slots(
     unplaced: list[tuple[Value, list[int]]] = []
     # First the values that something in their own place accounts for, then the rest: a value
     # repeated elsewhere ("Three players and three contributors") must not be taken twice.
+    nears = []
     for value in ov:
         lo, hi = aligned(*_token_range(ow, value.start, value.end))
-        near = [k for k, (s, e) in enumerate(new_ranges) if s < hi and lo < e]
+        nears.append([k for k, (s, e) in enumerate(new_ranges) if s < hi and lo < e])
+    pairs = list(zip(ov, nears, strict=True))
+    in_place = {k for value, near in pairs for k in near if _same_value(value, nv[k])}
+    for value, near in pairs:
         same = [k for k in near if _same_value(value, nv[k])]
         rivals = [k for k in near if nv[k].kind == value.kind and k not in accounted]
+        if rivals and not same:
+            # still listed right beside its would-be replacement ("second or third" ->
+            # "second, third or fourth"): the list grew, the alignment was off by a word
+            r0, r1 = new_ranges[rivals[0]]
+            same = [
+                k
+                for k, (s, e) in enumerate(new_ranges)
+                if k not in accounted
+                and k not in in_place
+                and _same_value(value, nv[k])
+                and max(s - r1, r0 - e) < 3
+            ][:1]
         if same:
             accounted.update(same)
             if any(len(nv[k].norm) > len(value.norm) for k in same if value.kind == "time"):

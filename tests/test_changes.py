@@ -21,6 +21,7 @@ from pipeline.changes import (
     classify_pair,
     judge_question,
     label_of,
+    one_name,
     read_span,
 )
 from pipeline.facts import FactExtractor, compare_slots
@@ -217,6 +218,22 @@ PAIRS = [
         UNCERTAIN,  # names replaced in a sentence that says something else: never changed
         "value_replaced_loosely",
     ),
+    (  # UEFA Champions League, 2024-06 -> 2025-01: a list grew; "third" is still there
+        "The two streams are divided between teams qualified by virtue of being league "
+        "champions, and those qualified by virtue of finishing second or third in their "
+        "national championship.",
+        "The two streams are divided between teams qualified by virtue of being league "
+        "champions, and those qualified by virtue of finishing second, third or fourth in "
+        "their national championship.",
+        ELABORATION,
+        "details_added",
+    ),
+    (  # Sony Music, 2024-06 -> 2025-01: "1991" is still there, in another role; an update
+        "Sony bought the company in 1991 and renamed it SME.",
+        "Sony bought the company in 1988 and renamed it SME in 1991.",
+        UPDATE,
+        "value_replaced",
+    ),
     (  # `make run`'s sample (iPhone 15, 2024-01 -> 2024-06): a number gone, a name in its place
         "The Dynamic Island feature is now standard on iPhone 15, replacing the notch that was "
         "introduced from the iPhone 13.",
@@ -342,3 +359,15 @@ def test_rules_alone_meet_the_targets_on_the_gold_set(facts: FactExtractor) -> N
     assert share("REWORDING", "changed") <= 0.05
     assert share("REWORDING", "unchanged") >= 0.5
     assert share("UPDATE", "unchanged") <= 0.05
+
+
+def test_two_parts_of_one_name_are_not_an_update(facts: FactExtractor) -> None:
+    # Pedro Pascal, 2024-06 -> 2025-01: the article names "Zhang Yimou" in full elsewhere
+    old = "Pascal has voiced his admiration for Yimou, whom he had been a fan of during his youth."
+    new = "Pascal has voiced his admiration for Zhang, whom he had been a fan of during his youth."
+    slots = _slots(facts, old, new)
+    verdict = classify_pair(slots, 0.95)
+    assert (verdict.kind, verdict.rule) == (UPDATE, "entity_replaced")
+    article = [old, "He starred in Great Wall, directed by Zhang Yimou."]
+    assert one_name(verdict, slots, article).rule == "name_variant"
+    assert one_name(verdict, slots, [old, new]) == verdict  # nothing joins the two names
