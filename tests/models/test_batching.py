@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -60,16 +61,24 @@ def _compositions(n: int) -> list[list[np.ndarray]]:
     return [np.array_split(rng.permutation(n), parts) for parts in (3, 11, 40)]
 
 
+def _pieced(
+    embed: Callable[[list[str]], np.ndarray], texts: list[str], parts: list, like: np.ndarray
+) -> np.ndarray:
+    """The vectors of ``texts`` embedded one group of ``parts`` at a time, in text order
+    (an array shaped ``like``)."""
+    out = np.zeros_like(like)
+    for part in parts:
+        out[part] = embed([texts[i] for i in part])
+    return out
+
+
 def test_minilm_vectors_do_not_depend_on_batch_composition_order_or_threads() -> None:
     texts = _real_sentences()
     assert len(texts) >= 200
     embedder = load_embedder(PACKAGED_MINILM)
     whole = embedder.embed(texts)
     for parts in _compositions(len(texts)):
-        pieced = np.zeros_like(whole)
-        for part in parts:
-            pieced[part] = embedder.embed([texts[i] for i in part])
-        assert np.array_equal(pieced, whole)
+        assert np.array_equal(_pieced(embedder.embed, texts, parts, whole), whole)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -101,10 +110,7 @@ def test_simcse_and_nli_results_do_not_depend_on_batch_composition(
     simcse = SimCSEEmbedder(tiny_bert_dir, batch_size=8)
     whole = simcse.embed(texts)
     for parts in _compositions(len(texts)):
-        pieced = np.zeros_like(whole)
-        for part in parts:
-            pieced[part] = simcse.embed([texts[i] for i in part])
-        assert np.array_equal(pieced, whole)
+        assert np.array_equal(_pieced(simcse.embed, texts, parts, whole), whole)
     pairs = list(zip(texts[:60], texts[60:120], strict=True))
     nli = HFNLIClassifier(tiny_nli_dir, batch_size=8)
     together = nli.classify(pairs)
