@@ -1157,7 +1157,7 @@ class SentenceLabeler:
             return _Decision(NEW, "low_similarity", model, [], s)
         old, new = w.old.texts[i], w.new.texts[j]
         slots = compare_slots(old, new, self._span_cache[old], self._span_cache[new])
-        verdict = one_name(classify_pair(slots, s), slots, (*w.old.texts, *w.new.texts))
+        verdict = one_name(classify_pair(slots, s), slots, (w.old.texts, w.new.texts))
         label = label_of(verdict, float(round2(s)), st.new_max_similarity)
         rule = verdict.kind if label == UNCHANGED else verdict.rule
         keeps = [] if label == NEW else [i]

@@ -185,15 +185,16 @@ def classify_pair(slots: SlotDiff, similarity: float) -> PairClass:
     return PairClass(DIFFERENT, "other_statement")
 
 
-def one_name(verdict: PairClass, slots: SlotDiff, texts: Sequence[str]) -> PairClass:
+def one_name(verdict: PairClass, slots: SlotDiff, pages: Sequence[Sequence[str]]) -> PairClass:
     """An ``entity_replaced`` update made uncertain when the two names are parts of one name
-    that the articles write out ("Yimou" -> "Zhang", and "Zhang Yimou" elsewhere in the
-    article): the same person called another way. Other verdicts pass unchanged."""
+    that the articles (``pages``: the sentences of each) write out ("Yimou" -> "Zhang", and
+    "Zhang Yimou" elsewhere in the article): the same person called another way. Other
+    verdicts pass unchanged, without a look at the pages."""
     if verdict.rule != "entity_replaced":
         return verdict
     r = next(r for r in slots.replaced if distinct_entities(r))
     for whole in (f"{r.old} {r.new}", f"{r.new} {r.old}"):
-        if any(whole in t for t in texts):
+        if any(whole in t for page in pages for t in page):
             return PairClass(UNCERTAIN, "name_variant", f"{r.old!r} / {r.new!r}: {whole!r}")
     return verdict
 

@@ -369,5 +369,5 @@ def test_two_parts_of_one_name_are_not_an_update(facts: FactExtractor) -> None:
     verdict = classify_pair(slots, 0.95)
     assert (verdict.kind, verdict.rule) == (UPDATE, "entity_replaced")
     article = [old, "He starred in Great Wall, directed by Zhang Yimou."]
-    assert one_name(verdict, slots, article).rule == "name_variant"
-    assert one_name(verdict, slots, [old, new]) == verdict  # nothing joins the two names
+    assert one_name(verdict, slots, [article]).rule == "name_variant"
+    assert one_name(verdict, slots, [[old], [new]]) == verdict  # nothing joins the two names
