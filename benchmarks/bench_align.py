@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.embedding_floor import TokenCountingEmbedder  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler, read_labels  # noqa: E402
+from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.layout import read_labels, read_snapshot_table  # noqa: E402
 from pipeline.models.embedder import load_embedder  # noqa: E402
-from pipeline.snapshot import read_table  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402
 from tests.conftest import WIKISNAP_DATES, build_wikisnap_snapshots  # noqa: E402
 
@@ -76,7 +76,7 @@ def main() -> None:
     embedder = TokenCountingEmbedder(load_embedder("packaged:all-MiniLM-L6-v2"))
     embedder.embed(["warm up"])
 
-    n_new = read_table(snaps, args.new, "sentences").num_rows
+    n_new = read_snapshot_table(snaps, args.new, "sentences").num_rows
     fast_dir = _fresh_copy(snaps, base / "fast")
     t_fast, fast = _run(fast_dir, args.old, args.new, embedder, naive=False)
     naive_dir = _fresh_copy(snaps, base / "naive")

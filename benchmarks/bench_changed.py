@@ -34,9 +34,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.align import CHANGED, NEW, UNCHANGED, UNLABELED, PageSentences  # noqa: E402
+from pipeline.align import PageSentences  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.labeling import make_labeler  # noqa: E402
+from pipeline.schemas import CHANGED, NEW, UNCHANGED, UNLABELED  # noqa: E402
 from pipeline.text import sentence_hash  # noqa: E402
 
 GOLD = REPO / "benchmarks" / "data" / "changed_gold.jsonl"
@@ -192,7 +193,8 @@ def report(gold: list[dict], result: dict) -> list[str]:
 def time_articles(old: str, new: str, judge: str, workdir: Path) -> list[str]:
     """Label every wikisnap article ``old`` -> ``new`` without and with the judge; one line
     each: seconds per article, judge calls, changed labels."""
-    from pipeline.labeling import label_snapshots, read_labels
+    from pipeline.labeling import label_snapshots
+    from pipeline.layout import read_labels
     from pipeline.runtime import judge_from_config, llm_from_config
     from pipeline.text import SentenceSplitter
     from tests.conftest import WIKISNAP, build_wikisnap_snapshots

@@ -29,8 +29,9 @@ sys.path.insert(0, str(REPO))
 from benchmarks.embedding_floor import EmbeddingFloor, TokenCountingEmbedder  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.layout import read_snapshot_table  # noqa: E402
 from pipeline.models.embedder import load_embedder  # noqa: E402
-from pipeline.snapshot import build_snapshot, read_table  # noqa: E402
+from pipeline.snapshot import build_snapshot  # noqa: E402
 from pipeline.sources import ArticleSelection  # noqa: E402
 from pipeline.sources.local import RevisionsDirSource  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402
@@ -77,7 +78,7 @@ def main() -> None:
         model = load_embedder(
             cfg.models.embedder, device=cfg.models.device, batch_size=cfg.models.embed_batch_size
         )
-        sample = read_table(workdir, dates[-1], "sentences").column("text").to_pylist()
+        sample = read_snapshot_table(workdir, dates[-1], "sentences").column("text").to_pylist()
         floor = EmbeddingFloor(model, sample[:: max(1, len(sample) // THROUGHPUT_SAMPLE)])
         print(f"embedding_floor: {floor.describe()}")
         counting = TokenCountingEmbedder(model)

@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.config import load_config  # noqa: E402
 from pipeline.facts import fact_differences  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler, read_labels  # noqa: E402
+from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.layout import read_labels, read_snapshot_table  # noqa: E402
 from pipeline.models.embedder import cosine_matrix  # noqa: E402
-from pipeline.snapshot import read_table  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402
 from tests.conftest import WIKISNAP, WIKISNAP_DATES, build_wikisnap_snapshots  # noqa: E402
 
@@ -35,7 +35,7 @@ LOW, HIGH = 0.6, 0.985
 
 
 def _sentences(workdir: Path, date: str) -> dict[int, list[str]]:
-    table = read_table(workdir, date, "sentences", columns=["page_id", "sent_idx", "text"])
+    table = read_snapshot_table(workdir, date, "sentences", columns=["page_id", "sent_idx", "text"])
     pages: dict[int, list[tuple[int, str]]] = {}
     for page, idx, text in zip(*(table[c].to_pylist() for c in table.column_names), strict=True):
         pages.setdefault(page, []).append((idx, text))

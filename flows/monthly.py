@@ -28,33 +28,13 @@ from prefect.cache_policies import NO_CACHE
 from pipeline import progress
 from pipeline.config import Config
 from pipeline.errors import ConfigError, UnknownHostError
-from pipeline.generate.stage import (
-    GenerationJob,
-    finalize_generation,
-    generate_part,
-    plan_generation,
-    prepare_generation,
-)
-from pipeline.labeling import (
-    LabelJob,
-    finalize_labels,
-    label_part,
-    make_labeler,
-    plan_labels,
-    prepare_labels,
-)
-from pipeline.layout import claim_workdir
+from pipeline.generate.stage import GENERATE_STAGE, plan_generation
+from pipeline.labeling import LABEL_STAGE, make_labeler, plan_labels
+from pipeline.layout import claim_workdir, previous_release
 from pipeline.ledger import update_ledger
-from pipeline.release import build_release, list_releases, manifest_config
-from pipeline.snapshot import (
-    SnapshotJob,
-    build_snapshot_part,
-    finalize_snapshot,
-    prepare_snapshot,
-    snapshot_job,
-    stream_snapshot,
-)
-from pipeline.storage import stage_lock
+from pipeline.release import build_release, manifest_config
+from pipeline.snapshot import SNAPSHOT_STAGE, snapshot_job
+from pipeline.stage import PartMapper, Stage, Tools, run_stage
 
 # --------------------------------------------------------------------------- per-worker models
 
@@ -133,42 +113,28 @@ def runtime(config: dict[str, Any]) -> _Runtime:
     return _runtime_for(Config.model_validate(config).model_dump_json(), threading.get_ident())
 
 
-# --------------------------------------------------------------------------- tasks
+# --------------------------------------------------------------------------- stage parts
+
+STAGES: dict[str, Stage] = {s.name: s for s in (SNAPSHOT_STAGE, LABEL_STAGE, GENERATE_STAGE)}
 
 
-@task(name="snapshot-shard", cache_policy=NO_CACHE)
-def snapshot_shard(config: dict[str, Any], job: SnapshotJob, index: int) -> dict[str, Any]:
-    """Fetch and parse one shard of articles (network: retried with backoff)."""
-    rt = runtime(config)
-    meta = build_snapshot_part(job, rt.source(job.snapshot), rt.splitter, index)
-    progress.advance(len(meta["page_ids"]))
-    return {"index": index, "articles": len(meta["page_ids"]), "skipped": meta.get("skipped")}
+def stage_tools(rt: _Runtime, stage: str, job: Any) -> Tools:
+    """What the parts of ``stage`` work with, from a worker's runtime."""
+    if stage == "snapshot":
+        return Tools(source=rt.source(job.snapshot), splitter=rt.splitter)
+    if stage == "label":
+        return Tools(labeler=rt.labeler)
+    return Tools(backend=rt.llm.backend, embedder=rt.cached_embedder, generation=rt.cfg.generation)
 
 
-@task(name="snapshot-stream", cache_policy=NO_CACHE)
-def snapshot_stream(config: dict[str, Any], job: SnapshotJob) -> None:
-    """Build a snapshot of every article the source holds (streamed, not fanned out)."""
-    rt = runtime(config)
-    stream_snapshot(job, rt.source(job.snapshot), rt.splitter, progress.advance)
-
-
-@task(name="label-shard", cache_policy=NO_CACHE)
-def label_shard(config: dict[str, Any], job: LabelJob, index: int) -> dict[str, Any]:
-    """Label the sentences of one shard of pages."""
-    meta = label_part(job, runtime(config).labeler, index)
-    progress.advance(len(meta["page_ids"]))
-    return {"index": index, "pages": len(meta["page_ids"]), "skipped": meta.get("skipped")}
-
-
-@task(name="generate-shard", cache_policy=NO_CACHE)
-def generate_shard(config: dict[str, Any], job: GenerationJob, index: int) -> dict[str, Any]:
-    """Generate and validate the items of one shard of pages (LLM calls: retried inside the
-    backend with backoff, every answer cached as it arrives)."""
-    rt = runtime(config)
-    meta = generate_part(
-        job, index, backend=rt.llm.backend, embedder=rt.cached_embedder, cfg=rt.cfg.generation
-    )
-    return {"index": index, "usage": meta["usage"], "skipped": meta.get("skipped")}
+@task(name="stage-part", cache_policy=NO_CACHE)
+def stage_part(config: dict[str, Any], stage: str, job: Any, index: int) -> Any:
+    """Run one part (a shard of articles) of a stage in a worker; its models are the
+    worker's own. A part whose output exists is skipped."""
+    found = STAGES[stage]
+    result = found.run_part(job, index, stage_tools(runtime(config), stage, job))
+    progress.advance(found.part_sizes(job)[index])
+    return result
 
 
 def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
@@ -181,13 +147,40 @@ def worth_retrying(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(exc, UnknownHostError | ConfigError)
 
 
-def _label(stage: str, stored: object) -> str:
-    return f"{stage} (up to date)" if stored is not None else stage
+def prefect_parts(config: dict[str, Any], *, network_retries: int = 0) -> PartMapper:
+    """Fan a stage's parts out as one Prefect task each (threads, or a Dask cluster), with
+    ``network_retries`` retries for parts that fetch over the network."""
+
+    def mapper(stage: Stage, job: Any, tools: Any) -> Any:
+        options: dict[str, Any] = {"name": f"{stage.name}-shard"}
+        if network_retries:
+            options |= {
+                "retries": network_retries,
+                "retry_delay_seconds": [10, 60, 300],
+                "retry_condition_fn": worth_retrying,
+            }
+        part = stage_part.with_options(**options)
+
+        def run(indices: Any) -> list[Any]:
+            futures = [part.submit(config, stage.name, job, i) for i in indices]
+            return [f.result() for f in futures]
+
+        return run
+
+    return mapper
 
 
-def _run_shards(shard_task: Any, config: dict[str, Any], job: Any, n: int) -> list[Any]:
-    futures = [shard_task.submit(config, job, i) for i in range(n)]
-    return [f.result() for f in futures]
+def _run(config: dict[str, Any], stage: Stage, plan: Any, label: str, **options: Any) -> Any:
+    """Run ``stage`` through the one driver, its parts as Prefect tasks."""
+    rt = runtime(config)
+    return run_stage(
+        stage,
+        plan,
+        workdir=rt.cfg.workdir,
+        tools=None,  # the parts build their own, in their worker
+        label=label,
+        map_parts=prefect_parts(config, **options),
+    )
 
 
 # --------------------------------------------------------------------------- stages
@@ -201,28 +194,20 @@ def _snapshot_stage(cfg: Config, config: dict[str, Any], snapshot: str) -> dict[
     rt = runtime(config)
     selection = resolve_selection(cfg)
     source_description = _source_description(cfg, snapshot)
-    job = snapshot_job(
-        cfg.workdir,
-        snapshot,
-        selection,
-        splitter=rt.splitter,
-        source_description=source_description,
-        shard_size=cfg.snapshot.shard_size,
+    stored = _run(
+        config,
+        SNAPSHOT_STAGE,
+        lambda: snapshot_job(
+            cfg.workdir,
+            snapshot,
+            selection,
+            splitter=rt.splitter,
+            source_description=source_description,
+            shard_size=cfg.snapshot.shard_size,
+        ),
+        f"{snapshot} snapshot",
+        network_retries=cfg.flow.network_retries,
     )
-    stored = prepare_snapshot(job)
-    n = None if selection.is_all else len(selection.titles) + len(selection.page_ids)
-    progress.stage(_label(f"{snapshot} snapshot", stored), 0 if stored else n, "article")
-    if stored is None:
-        if job.parts():
-            retrying = snapshot_shard.with_options(
-                retries=cfg.flow.network_retries,
-                retry_delay_seconds=[10, 60, 300],
-                retry_condition_fn=worth_retrying,
-            )
-            _run_shards(retrying, config, job, len(job.parts()))
-        else:
-            snapshot_stream.submit(config, job).result()
-        stored = finalize_snapshot(job, seconds=time.monotonic() - started)
     log.info("snapshot %s: %s", snapshot, stored.line())
     return {
         "articles": stored.articles,
@@ -241,16 +226,14 @@ def _label_stage(config: dict[str, Any], previous: str, snapshot: str) -> dict[s
     log = get_run_logger()
     started = time.monotonic()
     rt = runtime(config)
-    job = plan_labels(
-        rt.cfg.workdir, previous, snapshot, rt.labeler, shard_pages=rt.cfg.snapshot.shard_size
+    stored = _run(
+        config,
+        LABEL_STAGE,
+        lambda: plan_labels(
+            rt.cfg.workdir, previous, snapshot, rt.labeler, shard_pages=rt.cfg.snapshot.shard_size
+        ),
+        f"{snapshot} label",
     )
-    stored = prepare_labels(job)
-    progress.stage(
-        _label(f"{snapshot} label", stored), 0 if stored else len(job.page_order), "article"
-    )
-    if stored is None:
-        _run_shards(label_shard, config, job, len(job.parts()))
-        stored = finalize_labels(job, seconds=time.monotonic() - started)
     log.info("labels %s", stored.line())
     return {
         "counts": stored.counts,
@@ -263,26 +246,20 @@ def _generate_stage(config: dict[str, Any], previous: str | None, snapshot: str)
     log = get_run_logger()
     started = time.monotonic()
     rt = runtime(config)
-    backend = rt.llm.backend
-    job = plan_generation(
-        rt.cfg.workdir,
-        snapshot,
-        previous=previous,
-        backend=backend,
-        embedder=rt.cached_embedder,
-        cfg=rt.cfg.generation,
-        shard_pages=rt.cfg.snapshot.shard_size,
+    stored = _run(
+        config,
+        GENERATE_STAGE,
+        lambda: plan_generation(
+            rt.cfg.workdir,
+            snapshot,
+            previous=previous,
+            backend=rt.llm.backend,
+            embedder=rt.cached_embedder,
+            cfg=rt.cfg.generation,
+            shard_pages=rt.cfg.snapshot.shard_size,
+        ),
+        f"{snapshot} generate",
     )
-    stored = prepare_generation(job)
-    progress.stage(_label(f"{snapshot} generate", stored), 0, "LLM request")
-    if stored is None:
-        _run_shards(generate_shard, config, job, len(job.parts()))
-        stored = finalize_generation(
-            job,
-            backend_label=f"{backend.backend_id}:{backend.model}",
-            embedder_id=rt.cached_embedder.model_id,
-            seconds=time.monotonic() - started,
-        )
     log.info("generate %s", stored.line())
     return {
         "counts": stored.counts,
@@ -303,7 +280,6 @@ def temporal_task(config: dict[str, Any], snapshot: str) -> str:
     from pipeline.temporal.stage import phrase_temporal_questions
 
     rt = runtime(config)
-    progress.stage(f"{snapshot} temporal questions", 0, "LLM request")
     return phrase_temporal_questions(
         rt.cfg.workdir,
         snapshot,
@@ -345,26 +321,17 @@ def export_task(config: dict[str, Any], snapshot: str) -> str:
 # --------------------------------------------------------------------------- flows
 
 
-def previous_release(workdir: str | Path, snapshot: str) -> str | None:
-    """The latest release older than ``snapshot`` (what the new snapshot is compared with)."""
-    earlier = [s for s in list_releases(workdir) if s < snapshot]
-    return earlier[-1] if earlier else None
-
-
 def _release_for(config: dict[str, Any], snapshot: str, previous: str | None) -> dict[str, Any]:
     log = get_run_logger()
     cfg = Config.model_validate(config)
     claim_workdir(cfg.workdir)  # a workdir laid out by a newer wikidrift is refused here
-    # Each stage under the workdir's lock for it (shared with the CLI commands): a second
-    # writer of the stage waits. The ledger and release tasks take their own locks.
+    # Every stage runs under the workdir's lock for it (pipeline.stage.run_stage, shared with
+    # the CLI commands): a second writer of the stage waits.
     stages: dict[str, Any] = {}
-    with stage_lock(cfg.workdir, "snapshot"):
-        stages["snapshot"] = _snapshot_stage(cfg, config, snapshot)
+    stages["snapshot"] = _snapshot_stage(cfg, config, snapshot)
     if previous is not None:
-        with stage_lock(cfg.workdir, "label"):
-            stages["label"] = _label_stage(config, previous, snapshot)
-    with stage_lock(cfg.workdir, "generate"):
-        stages["generate"] = _generate_stage(config, previous, snapshot)
+        stages["label"] = _label_stage(config, previous, snapshot)
+    stages["generate"] = _generate_stage(config, previous, snapshot)
     stages["ledger"] = ledger_task(config, snapshot, previous)
     if cfg.temporal.questions:
         stages["temporal"] = temporal_task(config, snapshot)

@@ -25,13 +25,13 @@ from pipeline import package_path
 from pipeline.errors import ConfigError
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 from pipeline.redact import redact_config
+from pipeline.sources import SOURCE_NAMES
 from pipeline.sources.limits import DEFAULT_LIMITS as _LIMITS
 
 PACKAGE_DATA_DIR = package_path("data")
 DEFAULT_CONFIG_PATH = PACKAGE_DATA_DIR / "wikidrift.toml"
 
 ProfileName = Literal["paper", "offline"]
-SourceName = Literal["api", "dump", "revisions-dir"]
 
 
 class _Section(BaseModel):
@@ -86,12 +86,19 @@ class CurrentEventsRange(_Section):
 class SnapshotConfig(_Section):
     """What to snapshot, from where, and when."""
 
-    source: SourceName = "api"
+    source: str = "api"  # one of pipeline.sources.SOURCE_NAMES
     input: str = ""
     dates: list[date] = Field(default_factory=list)
     articles: str = "data/articles.txt"  # title / page-id list; "" = all the source holds
     current_events: CurrentEventsRange | None = None
     shard_size: int = Field(200, ge=1)  # articles per work shard (resume granularity)
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: str) -> str:
+        if value not in SOURCE_NAMES:
+            raise ValueError(f"allowed: {', '.join(SOURCE_NAMES)}")
+        return value
 
     @field_validator("dates")
     @classmethod
@@ -191,6 +198,11 @@ class GenerationConfig(_Section):
     # Check each quadruple against its sentence's dependency parse (spaCy): the relation's verb,
     # who does it and what it takes. Off only for generators that write no sentence's words.
     quadruple_grammar_check: bool = True
+
+    @property
+    def makes_items(self) -> bool:
+        """Whether generation asks the LLM for anything (some kind of item is switched on)."""
+        return self.qa or self.dialogue or self.quadruples
 
 
 class TemporalConfig(_Section):
@@ -360,6 +372,8 @@ def _format_validation_error(err: ValidationError, origin: str) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = f"unknown key; allowed here: {', '.join(_allowed_keys(e['loc']))}"
+        elif e["type"] == "value_error":  # our validators' own words, without pydantic's prefix
+            msg = msg.removeprefix("Value error, ")
         problems.append(f"{key} = {value!r}: {msg}")
     return f"invalid configuration ({origin}): " + "; ".join(problems)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import WikidriftError
-from pipeline.release import check_release, read_release_table
+from pipeline.layout import check_release, read_release_table
 from pipeline.storage import write_text_atomic
 
 QA_TYPE = {"changed": "CHANGED", "new": "NEW", "unchanged": "SAME"}

@@ -25,32 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.errors import WikidriftError
+from pipeline.layout import check_release, read_manifest, release_dir
 from pipeline.redact import redact_config, redact_text, redact_value
-from pipeline.release import check_release, read_manifest, release_dir
+from pipeline.schemas import RELEASE_SCHEMA_VERSION, RELEASE_TABLES, export_configs
 from pipeline.storage import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from pipeline.config import EvaluateConfig
     from pipeline.models.embedder import Embedder
 
-CONFIGS = (
-    "qa",
-    "dialogue",
-    "quadruples",
-    "sentence_labels",
-    "temporal_qa",
-    "timelines",
-    "relations",
-)
-CONFIG_DESCRIPTIONS = {
-    "qa": "Question-answer pairs with evidence sentences, typed unchanged / new / changed.",
-    "dialogue": "User-expert dialogue turns (one row per turn) with their evidence sentence.",
-    "quadruples": "Time-stamped knowledge quadruples (subject, relation, object, timestamp).",
-    "sentence_labels": "Sentence labels (unchanged / changed / new / deleted / unlabeled).",
-    "temporal_qa": "Chronos-style C1 / C2 / C3 questions over the time-stamped quadruples.",
-    "timelines": "Questions re-asked at every release, one row per interval with its answer.",
-    "relations": "Edges between facts: updates, contradicts, supports.",
-}
+CONFIGS = export_configs(RELEASE_SCHEMA_VERSION)
 
 
 def split_name(snapshot: str) -> str:
@@ -60,7 +44,7 @@ def split_name(snapshot: str) -> str:
 
 def _configs(manifest: Any) -> list[str]:
     """The configs of a release (schema v1 releases have no temporal tables)."""
-    return list(CONFIGS if manifest.schema_version >= 2 else CONFIGS[:4])
+    return list(export_configs(manifest.schema_version))
 
 
 def _card(manifest: Any, release_card: str, configs: list[str]) -> str:
@@ -88,7 +72,7 @@ def _card(manifest: Any, release_card: str, configs: list[str]) -> str:
     ]
     usage = (
         "\n## Configs\n\n"
-        + "\n".join(f"- `{n}`: {CONFIG_DESCRIPTIONS[n]}" for n in configs)
+        + "\n".join(f"- `{n}`: {RELEASE_TABLES[n].description}" for n in configs)
         + f"\n\n```python\nfrom datasets import load_dataset\n"
         f'qa = load_dataset("<repo or folder>", "qa", split="{split}")\n```\n'
     )

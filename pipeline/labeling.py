@@ -12,15 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
-from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 
 from pipeline.align import (
-    LABELS,
     AlignSettings,
     ContradictionChecker,
     LabelingStats,
@@ -34,17 +31,21 @@ from pipeline.errors import WikidriftError
 from pipeline.facts import FactExtractor
 from pipeline.layout import (
     done_before,
+    labels_dir,
     output_fingerprints,
     own_marker,
-    read_marker,
+    read_snapshot_table,
+    snapshot_dir,
     verified_inputs,
 )
+from pipeline.markers import LabelSummary
 from pipeline.models.batching import cache_namespace
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
+from pipeline.schemas import LABELS, LABELS_SCHEMA, LABELS_SCHEMA_VERSION
 from pipeline.shards import ShardedOutput, chunked
-from pipeline.snapshot import read_table, snapshot_dir
+from pipeline.stage import Stage, Tools, run_stage
 from pipeline.storage import (
     EMBEDDING_CACHE,
     NLI_CACHE,
@@ -55,102 +56,18 @@ from pipeline.storage import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 # The snapshot tables a labeling run reads, and the files it writes besides summary.json.
-SNAPSHOT_TABLES = ("articles", "sentences")
+_INPUT_TABLES = ("articles", "sentences")
 LABEL_FILES = ("sentence_labels.parquet", "fact_guard_flips.json")
-LABELS_SCHEMA = pa.schema(
-    [
-        ("page_id", pa.int64()),
-        ("new_idx", pa.int32()),
-        ("old_idx", pa.list_(pa.int32())),
-        ("label", pa.string()),
-        ("rule", pa.string()),
-        ("decided_by", pa.string()),
-        ("text", pa.string()),
-        ("old_text", pa.string()),
-        ("similarity", pa.float64()),
-        ("nli_entailment", pa.float64()),
-        ("nli_neutral", pa.float64()),
-        ("nli_contradiction", pa.float64()),
-        ("verified", pa.bool_()),
-        ("reason", pa.string()),
-    ]
-)
-
-
-@dataclass
-class LabelSummary:
-    """What a labeling run found (also ``summary.json``)."""
-
-    old: str
-    new: str
-    inputs_digest: str
-    counts: dict[str, int]
-    pages: dict[str, int]
-    model_calls: dict[str, int]
-    settings: dict
-    models: dict[str, str | None]
-    seconds: float = 0.0
-    fact_guard_flips: int = 0
-    already_done: bool = False
-    per_page: dict[str, dict[str, int]] = field(default_factory=dict)
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-
-    def line(self) -> str:
-        """One line for the CLI."""
-        counts = " ".join(f"{k}={self.counts.get(k, 0)}" for k in LABELS)
-        state = " (already labeled)" if self.already_done else f" in {self.seconds:.1f}s"
-        return f"{self.old} -> {self.new}: {counts}{state}"
-
-    def table(self) -> str:
-        """Counts as a Markdown table in the layout of GrowOVER Appendix E."""
-        c = self.counts
-        total = sum(c.get(k, 0) for k in ("unchanged", "new", "changed"))
-        return (
-            "| pair | Unchanged | New | Changed | Deleted | Unlabeled | Total |\n"
-            "|---|---:|---:|---:|---:|---:|---:|\n"
-            f"| {self.old} -> {self.new} | {c.get('unchanged', 0)} | {c.get('new', 0)} | "
-            f"{c.get('changed', 0)} | {c.get('deleted', 0)} | {c.get('unlabeled', 0)} | {total} |"
-        )
-
-
-def labels_dir(workdir: str | Path, old: str, new: str) -> Path:
-    """``<workdir>/labels/<old>__<new>``."""
-    return Path(workdir) / "labels" / f"{old}__{new}"
-
-
-def read_labels(
-    workdir: str | Path, old: str, new: str, *, page_ids: Iterable[int] | None = None
-) -> pa.Table:
-    """The sentence labels of a finished labeling run (optionally only some pages)."""
-    path = labels_dir(workdir, old, new)
-    if not (path / "summary.json").exists():
-        raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
-    return read_parquet(
-        path / "sentence_labels.parquet",
-        expected_table="sentence_labels",
-        max_schema_version=SCHEMA_VERSION,
-        page_ids=page_ids,
-    )
-
-
-def read_label_summary(workdir: str | Path, old: str, new: str) -> LabelSummary:
-    """The stored summary of a finished labeling run."""
-    path = labels_dir(workdir, old, new) / "summary.json"
-    if not path.exists():
-        raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
-    return read_marker(path, LabelSummary)
 
 
 def _input_files(workdir: Path, old: str, new: str) -> list[Path]:
-    return [snapshot_dir(workdir, d) / f"{t}.parquet" for d in (old, new) for t in SNAPSHOT_TABLES]
+    return [snapshot_dir(workdir, d) / f"{t}.parquet" for d in (old, new) for t in _INPUT_TABLES]
 
 
 def _pages(workdir: Path, date: str, page_ids: list[int]) -> dict[int, PageSentences]:
-    arts = read_table(workdir, date, "articles", page_ids=page_ids).to_pylist()
-    sents = read_table(workdir, date, "sentences", page_ids=page_ids)
+    arts = read_snapshot_table(workdir, date, "articles", page_ids=page_ids).to_pylist()
+    sents = read_snapshot_table(workdir, date, "sentences", page_ids=page_ids)
     pages = {
         a["page_id"]: PageSentences(a["page_id"], a["title"], a["revision_id"], [], [])
         for a in arts
@@ -268,7 +185,7 @@ class LabelJob:
         return ShardedOutput(
             self.out,
             {"sentence_labels": LABELS_SCHEMA},
-            schema_version=SCHEMA_VERSION,
+            schema_version=LABELS_SCHEMA_VERSION,
             request={"inputs_digest": self.inputs_digest, "shard_pages": self.shard_pages},
             attach=attach,
         )
@@ -302,8 +219,12 @@ def plan_labels(
             sort_keys=True,
         ).encode()
     ).hexdigest()[:16]
-    old_ids = read_table(workdir, old, "articles", columns=["page_id"])["page_id"].to_pylist()
-    new_ids = read_table(workdir, new, "articles", columns=["page_id"])["page_id"].to_pylist()
+    old_ids = read_snapshot_table(workdir, old, "articles", columns=["page_id"])[
+        "page_id"
+    ].to_pylist()
+    new_ids = read_snapshot_table(workdir, new, "articles", columns=["page_id"])[
+        "page_id"
+    ].to_pylist()
     new_set = set(new_ids)
     order = tuple(new_ids + [p for p in old_ids if p not in new_set])
     return LabelJob(
@@ -364,7 +285,7 @@ def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
     table = read_parquet(
         job.out / "sentence_labels.parquet",
         expected_table="sentence_labels",
-        max_schema_version=SCHEMA_VERSION,
+        max_schema_version=LABELS_SCHEMA_VERSION,
     )
     counts = dict.fromkeys(LABELS, 0)
     per_page: dict[str, dict[str, int]] = {}
@@ -406,6 +327,17 @@ def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
     return summary
 
 
+LABEL_STAGE: Stage[LabelJob, LabelSummary] = Stage(
+    name="label",
+    unit="article",
+    prepare=lambda job, force: prepare_labels(job, force=force),
+    part_sizes=lambda job: [len(ids) for ids in job.parts()],
+    run_part=lambda job, index, tools: label_part(job, tools.labeler, index),
+    finalize=lambda job, results, seconds: finalize_labels(job, seconds=seconds),
+    total=lambda job: len(job.page_order),
+)
+
+
 def label_snapshots(
     workdir: str | Path,
     old: str,
@@ -414,17 +346,15 @@ def label_snapshots(
     *,
     shard_pages: int = 200,
     force: bool = False,
-    progress: Callable[[int], None] | None = None,
 ) -> LabelSummary:
     """Label every sentence of snapshot ``new`` against snapshot ``old`` and store the result
-    (shard by shard, resumable; the Prefect flow runs the same shards in parallel)."""
-    started = time.monotonic()
-    job = plan_labels(workdir, old, new, labeler, shard_pages=shard_pages)
-    stored = prepare_labels(job, force=force)
-    if stored is not None:
-        return stored
-    for index, ids in enumerate(job.parts()):
-        label_part(job, labeler, index)
-        if progress:
-            progress(len(ids))
-    return finalize_labels(job, seconds=time.monotonic() - started)
+    (the label stage, run in this process: shard by shard, resumable; the Prefect flow runs
+    the same shards in parallel)."""
+    return run_stage(
+        LABEL_STAGE,
+        lambda: plan_labels(workdir, old, new, labeler, shard_pages=shard_pages),
+        workdir=workdir,
+        tools=Tools(labeler=labeler),
+        label=f"{new} label",
+        force=force,
+    )

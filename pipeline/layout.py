@@ -22,94 +22,38 @@ from __future__ import annotations
 import errno
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import fields
+from datetime import date
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow as pa
+
 from pipeline.errors import DamagedFileError, NewerWorkdirError, WikidriftError
-from pipeline.storage import file_sha256, write_json_atomic
+from pipeline.markers import (
+    GenerationSummary,
+    LabelSummary,
+    LedgerSummary,
+    ReleaseManifest,
+    SnapshotSummary,
+)
+from pipeline.schemas import (
+    GENERATED_SCHEMA_VERSION,
+    GENERATED_TABLES,
+    LABELS_SCHEMA_VERSION,
+    LEDGER_SCHEMA_VERSION,
+    RELEASE_SCHEMA_VERSION,
+    RELEASE_TABLES,
+    SNAPSHOT_SCHEMA_VERSION,
+    SNAPSHOT_TABLES,
+    TEMPORAL_SCHEMA_VERSION,
+)
+from pipeline.stage_folders import stage_file
+from pipeline.storage import file_sha256, read_parquet, write_json_atomic
 
 WORKDIR_VERSION = 1
 VERSION_FILE = "wikidrift.json"
-
-
-@dataclass(frozen=True)
-class StageFolder:
-    """One kind of stage folder: the stage that writes it, its done-marker, how to rebuild it."""
-
-    stage: str
-    marker: str
-    rebuild: str  # {workdir}, {key} (the folder name), {old} / {new} for label pairs
-    note: str = ""  # what the command needs besides
-
-
-STAGE_FOLDERS: dict[str, StageFolder] = {
-    "snapshots": StageFolder(
-        "snapshot",
-        "snapshot.json",
-        "wikidrift snapshot --date {key} --workdir {workdir} --force",
-        " (with the --source / --input / --config it was built from)",
-    ),
-    "labels": StageFolder(
-        "label",
-        "summary.json",
-        "wikidrift label --old {old} --new {new} --workdir {workdir} --force",
-    ),
-    "generated": StageFolder(
-        "generate", "run.json", "wikidrift generate --snapshot {key} --workdir {workdir} --force"
-    ),
-    # `wikidrift release` brings the ledger and the temporal questions up to date first, and
-    # each of them rebuilds its own damaged files.
-    "ledger": StageFolder(
-        "ledger", "state.json", "wikidrift release --snapshot {key} --workdir {workdir}"
-    ),
-    "temporal": StageFolder(
-        "temporal", "state.json", "wikidrift release --snapshot {key} --workdir {workdir}"
-    ),
-    "releases": StageFolder(
-        "release",
-        "manifest.json",
-        "wikidrift release --snapshot {key} --workdir {workdir} --force",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class StageFile:
-    """A file inside a stage folder of a workdir."""
-
-    workdir: Path
-    kind: StageFolder
-    key: str  # the stage folder's name: a date, or "<old>__<new>"
-    path: Path
-
-    @property
-    def folder(self) -> Path:
-        return self.path.parent
-
-    @property
-    def marker(self) -> Path:
-        return self.folder / self.kind.marker
-
-    def rebuild_command(self) -> str:
-        """The command that writes this file again."""
-        old, _, new = self.key.partition("__")
-        return self.kind.rebuild.format(workdir=self.workdir, key=self.key, old=old, new=new)
-
-    def advice(self) -> str:
-        """``"; rebuild it with `<command>`"``, for the end of a one-line message."""
-        return f"; rebuild it with `{self.rebuild_command()}`{self.kind.note}"
-
-
-def stage_file(path: str | Path) -> StageFile | None:
-    """Which stage folder ``path`` lies directly in, or None outside every stage folder."""
-    path = Path(path)
-    folder = path.parent
-    kind = STAGE_FOLDERS.get(folder.parent.name)
-    if kind is None or folder.name.startswith((".", "_")):
-        return None
-    return StageFile(folder.parent.parent, kind, folder.name, path)
 
 
 # --------------------------------------------------------------------------- markers
@@ -259,3 +203,263 @@ def claim_workdir(workdir: str | Path) -> None:
         # says so itself.
         if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
+
+
+# ---------------------------------------------------------------- stage folders and readers
+
+
+def snapshot_dir(workdir: str | Path, snapshot_date: date | str) -> Path:
+    """``<workdir>/snapshots/<YYYY-MM-DD>``."""
+    return Path(workdir) / "snapshots" / str(snapshot_date)
+
+
+def is_complete(workdir: str | Path, snapshot_date: date | str) -> bool:
+    """True when a snapshot finished building (its ``snapshot.json`` exists)."""
+    return (snapshot_dir(workdir, snapshot_date) / "snapshot.json").exists()
+
+
+def list_snapshots(workdir: str | Path) -> list[str]:
+    """Dates of the complete snapshots in a workdir, ascending."""
+    root = Path(workdir) / "snapshots"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "snapshot.json").exists())
+
+
+def read_snapshot_summary(workdir: str | Path, snapshot_date: date | str) -> SnapshotSummary:
+    """The stored summary of a complete snapshot."""
+    path = snapshot_dir(workdir, snapshot_date) / "snapshot.json"
+    if not path.exists():
+        raise WikidriftError(
+            f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
+        )
+    return read_marker(path, SnapshotSummary)
+
+
+def read_snapshot_table(
+    workdir: str | Path,
+    snapshot_date: date | str,
+    name: str,
+    *,
+    page_ids: Iterable[int] | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """Read ``articles``, ``sentences`` or ``revisions`` of a complete snapshot, optionally only
+    for some pages (pushed down to the Parquet reader)."""
+    if name not in SNAPSHOT_TABLES:
+        raise ValueError(f"unknown snapshot table {name!r}; one of {sorted(SNAPSHOT_TABLES)}")
+    if not is_complete(workdir, snapshot_date):
+        raise WikidriftError(
+            f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
+        )
+    path = snapshot_dir(workdir, snapshot_date) / f"{name}.parquet"
+    return read_parquet(
+        path,
+        expected_table=name,
+        max_schema_version=SNAPSHOT_SCHEMA_VERSION,
+        columns=columns,
+        page_ids=page_ids,
+    )
+
+
+def sentence_texts(
+    workdir: str | Path, snapshot_date: date | str, page_ids: Iterable[int]
+) -> dict[tuple[int, int], str]:
+    """``(page_id, sent_idx) -> text`` of some pages of a snapshot."""
+    table = read_snapshot_table(
+        workdir,
+        snapshot_date,
+        "sentences",
+        page_ids=sorted(set(page_ids)),
+        columns=["page_id", "sent_idx", "text"],
+    )
+    return {
+        (p, i): t
+        for p, i, t in zip(
+            table["page_id"].to_pylist(),
+            table["sent_idx"].to_pylist(),
+            table["text"].to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def labels_dir(workdir: str | Path, old: str, new: str) -> Path:
+    """``<workdir>/labels/<old>__<new>``."""
+    return Path(workdir) / "labels" / f"{old}__{new}"
+
+
+def read_labels(
+    workdir: str | Path, old: str, new: str, *, page_ids: Iterable[int] | None = None
+) -> pa.Table:
+    """The sentence labels of a finished labeling run (optionally only some pages)."""
+    path = labels_dir(workdir, old, new)
+    if not (path / "summary.json").exists():
+        raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
+    return read_parquet(
+        path / "sentence_labels.parquet",
+        expected_table="sentence_labels",
+        max_schema_version=LABELS_SCHEMA_VERSION,
+        page_ids=page_ids,
+    )
+
+
+def read_label_summary(workdir: str | Path, old: str, new: str) -> LabelSummary:
+    """The stored summary of a finished labeling run."""
+    path = labels_dir(workdir, old, new) / "summary.json"
+    if not path.exists():
+        raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
+    return read_marker(path, LabelSummary)
+
+
+def generated_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/generated/<snapshot>``."""
+    return Path(workdir) / "generated" / str(snapshot)
+
+
+def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSummary:
+    """The stored summary of a finished generation run."""
+    path = generated_dir(workdir, snapshot) / "run.json"
+    if not path.exists():
+        raise WikidriftError(f"no generation run for {snapshot} in {workdir}")
+    return read_marker(path, GenerationSummary)
+
+
+def read_generated(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
+    """One output table (``qa``, ``dialogue``, ``quadruples``, ``rejects``) of a finished run."""
+    if name not in tuple(GENERATED_TABLES):
+        raise ValueError(f"unknown generated table {name!r}; one of {tuple(GENERATED_TABLES)}")
+    return read_parquet(
+        generated_dir(workdir, snapshot) / f"{name}.parquet",
+        expected_table=f"generated_{name}",
+        max_schema_version=GENERATED_SCHEMA_VERSION,
+    )
+
+
+LEDGER_FILES = ("items.parquet", "evidence.parquet")
+
+
+def ledger_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/ledger/<snapshot>``."""
+    return Path(workdir) / "ledger" / snapshot
+
+
+def ledger_snapshots(workdir: str | Path) -> list[str]:
+    """Snapshots the ledger has been brought to, ascending."""
+    root = Path(workdir) / "ledger"
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "state.json").exists()
+    )
+
+
+def read_items(workdir: str | Path, snapshot: str) -> pa.Table:
+    """Every item known after ``snapshot`` (valid or retired)."""
+    return read_parquet(
+        ledger_dir(workdir, snapshot) / "items.parquet",
+        expected_table="ledger_items",
+        max_schema_version=LEDGER_SCHEMA_VERSION,
+    )
+
+
+def read_evidence(workdir: str | Path, snapshot: str) -> pa.Table:
+    """Evidence rows of every item at every snapshot up to ``snapshot``."""
+    return read_parquet(
+        ledger_dir(workdir, snapshot) / "evidence.parquet",
+        expected_table="ledger_evidence",
+        max_schema_version=LEDGER_SCHEMA_VERSION,
+    )
+
+
+def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
+    """The stored summary of a maintenance step."""
+    path = ledger_dir(workdir, snapshot) / "state.json"
+    if not path.exists():
+        raise WikidriftError(f"the ledger has not been brought to {snapshot} in {workdir}")
+    return read_marker(path, LedgerSummary)
+
+
+def previous_snapshot(workdir: str | Path, snapshot: str) -> str | None:
+    """The snapshot the ledger was maintained from on its way to ``snapshot`` (None: the
+    first)."""
+    return read_ledger_summary(workdir, snapshot).previous
+
+
+def temporal_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/temporal/<snapshot>``."""
+    return Path(workdir) / "temporal" / snapshot
+
+
+def read_questions(workdir: str | Path, snapshot: str) -> pa.Table | None:
+    """Every temporal question phrased up to ``snapshot`` (None if the stage never ran)."""
+    path = temporal_dir(workdir, snapshot) / "questions.parquet"
+    if not path.exists():
+        return None
+    return read_parquet(
+        path, expected_table="temporal_questions", max_schema_version=TEMPORAL_SCHEMA_VERSION
+    )
+
+
+def releases_root(workdir: str | Path) -> Path:
+    """``<workdir>/releases``."""
+    return Path(workdir) / "releases"
+
+
+def release_dir(workdir: str | Path, snapshot: str) -> Path:
+    """``<workdir>/releases/<snapshot>`` (the current revision)."""
+    return releases_root(workdir) / snapshot
+
+
+def list_releases(workdir: str | Path) -> list[str]:
+    """Snapshots that have a current release, ascending."""
+    root = releases_root(workdir)
+    if not root.is_dir():
+        return []
+    return sorted(
+        p.name for p in root.iterdir() if "." not in p.name and (p / "manifest.json").exists()
+    )
+
+
+def read_manifest(workdir: str | Path, snapshot: str) -> ReleaseManifest:
+    """The manifest of the current release of ``snapshot``."""
+    path = release_dir(workdir, snapshot) / "manifest.json"
+    if not path.exists():
+        raise WikidriftError(f"no release {snapshot} in {workdir} (run `wikidrift release`)")
+    return read_marker(path, ReleaseManifest)
+
+
+def check_release(workdir: str | Path, snapshot: str) -> ReleaseManifest:
+    """The manifest of the release of ``snapshot``, once every file it lists is there with
+    the bytes it lists (else one line naming the file and the command that writes a new
+    revision): what exports, evaluations and annotation samples start with."""
+    manifest = read_manifest(workdir, snapshot)
+    verified_inputs(workdir, [release_dir(workdir, snapshot) / name for name in manifest.files])
+    return manifest
+
+
+def read_release_table(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
+    """One table of the current release of ``snapshot``, checked against the sha256 its
+    manifest lists (a damaged release is named in one line, with the command that writes a new
+    revision)."""
+    if name not in RELEASE_TABLES:
+        raise ValueError(f"unknown release table {name!r}; one of {list(RELEASE_TABLES)}")
+    path = release_dir(workdir, snapshot) / f"{name}.parquet"
+    verified_inputs(workdir, [path])
+    return read_parquet(
+        path,
+        expected_table=RELEASE_TABLES[name].stored_name,
+        max_schema_version=RELEASE_SCHEMA_VERSION,
+    )
+
+
+def previous_release(workdir: str | Path, snapshot: str) -> str | None:
+    """The latest release older than ``snapshot`` (what the new snapshot is compared with)."""
+    earlier = [s for s in list_releases(workdir) if s < snapshot]
+    return earlier[-1] if earlier else None
+
+
+def previous_snapshot_of(workdir: str | Path, snapshot: str) -> str | None:
+    """The latest complete snapshot older than ``snapshot`` (what generation compares with)."""
+    earlier = [d for d in list_snapshots(workdir) if d < snapshot]
+    return earlier[-1] if earlier else None

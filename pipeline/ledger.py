@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -42,167 +40,44 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.errors import WikidriftError
-from pipeline.generate.stage import generated_dir, read_generated
-from pipeline.labeling import labels_dir, read_labels
+from pipeline.fact_keys import normalize_key
 from pipeline.layout import (
+    LEDGER_FILES,
     done_before,
+    generated_dir,
+    labels_dir,
+    ledger_dir,
+    ledger_snapshots,
     output_fingerprints,
     own_marker,
-    read_marker,
+    read_evidence,
+    read_generated,
+    read_items,
+    read_labels,
+    sentence_texts,
+    snapshot_dir,
     verified_inputs,
 )
-from pipeline.snapshot import sentence_texts, snapshot_dir
+from pipeline.markers import LedgerSummary
+from pipeline.schemas import (
+    LEDGER_EVIDENCE_SCHEMA,
+    LEDGER_ITEMS_SCHEMA,
+    LEDGER_KINDS,
+    LEDGER_SCHEMA_VERSION,
+)
+from pipeline.stage import Stage, Tools, run_stage
 from pipeline.storage import (
     publish_state_dir,
-    read_parquet,
     recover_state_dirs,
-    stage_lock,
     write_json_atomic,
     write_parquet_atomic,
 )
-
-SCHEMA_VERSION = 1
-KINDS = ("qa", "dialogue_turn", "quadruple")
-LEDGER_FILES = ("items.parquet", "evidence.parquet")
-
-ITEMS_SCHEMA = pa.schema(
-    [
-        ("item_id", pa.string()),
-        ("kind", pa.string()),
-        ("page_id", pa.int64()),
-        ("title", pa.string()),
-        ("created_snapshot", pa.string()),
-        ("valid_from", pa.string()),
-        ("valid_to", pa.string()),
-        ("retired_reason", pa.string()),
-        ("type_at_creation", pa.string()),
-        ("origin", pa.string()),
-        # qa
-        ("question", pa.string()),
-        ("answer", pa.string()),
-        ("previous_answer", pa.string()),
-        # dialogue turns
-        ("dialogue_id", pa.string()),
-        ("turn_idx", pa.int32()),
-        ("user", pa.string()),
-        ("expert", pa.string()),
-        # quadruples
-        ("subject", pa.string()),
-        ("relation", pa.string()),
-        ("object", pa.string()),
-        ("timestamp", pa.string()),
-        ("observed_at", pa.string()),
-        ("superseded_by", pa.string()),
-        ("fact_valid_until", pa.string()),
-        # provenance
-        ("prompt_hash", pa.string()),
-        ("generator", pa.string()),
-    ]
-)
-EVIDENCE_SCHEMA = pa.schema(
-    [
-        ("item_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("page_id", pa.int64()),
-        ("evidence_sent_idx", pa.list_(pa.int32())),
-        ("evidence_text", pa.string()),
-        ("type", pa.string()),
-    ]
-)
-
-
-@dataclass
-class LedgerSummary:
-    """What one maintenance step did (also ``state.json``)."""
-
-    snapshot: str
-    previous: str | None
-    inputs_digest: str
-    kept: dict[str, int] = field(default_factory=dict)
-    added: dict[str, int] = field(default_factory=dict)
-    retired: dict[str, dict[str, int]] = field(default_factory=dict)
-    superseded: int = 0
-    restated_quadruples_skipped: int = 0
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    already_done: bool = False
-
-    def line(self) -> str:
-        """One line for logs and the CLI."""
-        kept, added = sum(self.kept.values()), sum(self.added.values())
-        retired = sum(sum(v.values()) for v in self.retired.values())
-        state = " (already applied)" if self.already_done else ""
-        return (
-            f"ledger {self.snapshot}: kept={kept} added={added} retired={retired} "
-            f"superseded={self.superseded}{state}"
-        )
-
-
-def ledger_dir(workdir: str | Path, snapshot: str) -> Path:
-    """``<workdir>/ledger/<snapshot>``."""
-    return Path(workdir) / "ledger" / snapshot
-
-
-def ledger_snapshots(workdir: str | Path) -> list[str]:
-    """Snapshots the ledger has been brought to, ascending."""
-    root = Path(workdir) / "ledger"
-    if not root.is_dir():
-        return []
-    return sorted(
-        p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "state.json").exists()
-    )
 
 
 def recover_ledger(workdir: str | Path) -> list[str]:
     """Repair what a killed ledger update left (call under the ledger lock); returns one line
     per repair (see :func:`~pipeline.storage.recover_state_dirs`)."""
     return recover_state_dirs(Path(workdir) / "ledger")
-
-
-def read_items(workdir: str | Path, snapshot: str) -> pa.Table:
-    """Every item known after ``snapshot`` (valid or retired)."""
-    return read_parquet(
-        ledger_dir(workdir, snapshot) / "items.parquet",
-        expected_table="ledger_items",
-        max_schema_version=SCHEMA_VERSION,
-    )
-
-
-def read_evidence(workdir: str | Path, snapshot: str) -> pa.Table:
-    """Evidence rows of every item at every snapshot up to ``snapshot``."""
-    return read_parquet(
-        ledger_dir(workdir, snapshot) / "evidence.parquet",
-        expected_table="ledger_evidence",
-        max_schema_version=SCHEMA_VERSION,
-    )
-
-
-def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
-    """The stored summary of a maintenance step."""
-    path = ledger_dir(workdir, snapshot) / "state.json"
-    if not path.exists():
-        raise WikidriftError(f"the ledger has not been brought to {snapshot} in {workdir}")
-    return read_marker(path, LedgerSummary)
-
-
-def previous_snapshot(workdir: str | Path, snapshot: str) -> str | None:
-    """The snapshot the ledger was maintained from on its way to ``snapshot`` (None: the
-    first)."""
-    return read_ledger_summary(workdir, snapshot).previous
-
-
-_PUNCT = re.compile(r"[^\w\s]")
-
-
-def normalize_key(text: str | None) -> str:
-    """Comparison form of a subject / relation / object: NFKC, case-folded, punctuation
-    dropped, leading article dropped, whitespace collapsed."""
-    text = unicodedata.normalize("NFKC", text or "").casefold()
-    text = " ".join(_PUNCT.sub(" ", text).split())
-    for article in ("the ", "a ", "an "):
-        if text.startswith(article):
-            return text[len(article) :]
-    return text
 
 
 def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:
@@ -237,37 +112,28 @@ def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:
 
 
 # Generated table -> (ledger kind, its id column, the columns the ledger copies as they are).
-_GENERATED_ITEMS = {
-    "qa": ("qa", "item_id", ("origin", "question", "answer", "previous_answer")),
-    "dialogue": ("dialogue_turn", "turn_id", ("dialogue_id", "turn_idx", "user", "expert")),
-    "quadruples": (
-        "quadruple",
-        "item_id",
-        ("subject", "relation", "object", "timestamp", "observed_at"),
-    ),
-}
-
-
 def _new_item_rows(workdir: Path, snapshot: str) -> tuple[list[dict], list[dict]]:
     """Ledger rows and evidence rows of the items generated at ``snapshot``."""
     items: list[dict] = []
     evidence: list[dict] = []
     base = {"created_snapshot": snapshot, "valid_from": snapshot}
-    for table, (kind, id_column, copied) in _GENERATED_ITEMS.items():
-        for r in read_generated(workdir, snapshot, table).to_pylist():
+    for kind in LEDGER_KINDS:
+        for r in read_generated(workdir, snapshot, kind.table).to_pylist():
             item = base | {
-                "item_id": r[id_column],
-                "kind": kind,
+                "item_id": r[kind.id_column],
+                "kind": kind.name,
                 "page_id": r["page_id"],
                 "title": r["title"],
                 "type_at_creation": r["type"],
                 "prompt_hash": r["prompt_hash"],
                 "generator": r["generator"],
             }
-            items.append(dict.fromkeys(ITEMS_SCHEMA.names) | item | {c: r[c] for c in copied})
+            items.append(
+                dict.fromkeys(LEDGER_ITEMS_SCHEMA.names) | item | {c: r[c] for c in kind.payload}
+            )
             evidence.append(
                 {
-                    "item_id": r[id_column],
+                    "item_id": r[kind.id_column],
                     "snapshot": snapshot,
                     "page_id": r["page_id"],
                     "evidence_sent_idx": list(r["evidence_sent_idx"]),
@@ -283,25 +149,25 @@ def _timestamp_key(value: str | None) -> str | None:
     return value or None
 
 
-def update_ledger(
-    workdir: str | Path, snapshot: str, previous: str | None, *, force: bool = False
-) -> LedgerSummary:
-    """Bring the ledger from ``previous`` to ``snapshot``: maintain the items valid at
-    ``previous`` with the labels ``previous -> snapshot``, add the items generated at
-    ``snapshot``, apply quadruple supersession. Written atomically; skipped when its inputs
-    are unchanged. Holds the workdir's ledger lock (a second writer waits)."""
+@dataclass(frozen=True)
+class LedgerJob:
+    """One ledger step, as plain data."""
+
+    workdir: str
+    snapshot: str
+    previous: str | None
+    inputs_digest: str
+    inputs: dict[str, str]  # workdir path -> sha256
+
+    @property
+    def out(self) -> Path:
+        return ledger_dir(self.workdir, self.snapshot)
+
+
+def plan_ledger(workdir: str | Path, snapshot: str, previous: str | None) -> LedgerJob:
+    """Describe the step ``previous -> snapshot`` and the digest of the files it reads."""
     workdir = Path(workdir)
-    with stage_lock(workdir, "ledger"):
-        recover_ledger(workdir)
-        return _update_ledger(workdir, snapshot, previous, force=force)
-
-
-def _update_ledger(
-    workdir: Path, snapshot: str, previous: str | None, *, force: bool
-) -> LedgerSummary:
-    inputs = [
-        generated_dir(workdir, snapshot) / f"{n}.parquet" for n in ("qa", "dialogue", "quadruples")
-    ]
+    inputs = [generated_dir(workdir, snapshot) / f"{k.table}.parquet" for k in LEDGER_KINDS]
     if previous is not None:
         if previous >= snapshot:
             raise WikidriftError(f"ledger steps go forward in time, got {previous} -> {snapshot}")
@@ -317,14 +183,21 @@ def _update_ledger(
         ]
     files = verified_inputs(workdir, inputs)
     digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-    out = ledger_dir(workdir, snapshot)
-    stored = None if force else own_marker(out / "state.json", LedgerSummary)
-    if done_before(stored, digest, out) and stored.previous == previous:
+    return LedgerJob(str(workdir), snapshot, previous, digest, files)
+
+
+def _stored(job: LedgerJob, force: bool) -> LedgerSummary | None:
+    stored = None if force else own_marker(job.out / "state.json", LedgerSummary)
+    if done_before(stored, job.inputs_digest, job.out) and stored.previous == job.previous:
         stored.already_done = True
         return stored
+    return None
 
+
+def _step(job: LedgerJob, index: int, tools: Any) -> LedgerSummary:
+    workdir, snapshot, previous = Path(job.workdir), job.snapshot, job.previous
     summary = LedgerSummary(
-        snapshot=snapshot, previous=previous, inputs_digest=digest, inputs=files
+        snapshot=snapshot, previous=previous, inputs_digest=job.inputs_digest, inputs=job.inputs
     )
     items: dict[str, dict] = {}
     evidence_rows: list[dict] = []
@@ -337,8 +210,36 @@ def _update_ledger(
 
     new_items, new_evidence = _new_item_rows(workdir, snapshot)
     _add_new(items, new_items, new_evidence, evidence_rows, snapshot, summary)
-    _write(out, items, evidence_rows, summary)
+    _write(job.out, items, evidence_rows, summary)
     return summary
+
+
+LEDGER_STAGE: Stage[LedgerJob, LedgerSummary] = Stage(
+    name="ledger",
+    unit=None,  # one quick step: no progress line
+    prepare=_stored,
+    part_sizes=lambda job: [0],
+    run_part=_step,
+    finalize=lambda job, results, seconds: results[0],
+    recover=recover_ledger,
+)
+
+
+def update_ledger(
+    workdir: str | Path, snapshot: str, previous: str | None, *, force: bool = False
+) -> LedgerSummary:
+    """Bring the ledger from ``previous`` to ``snapshot``: maintain the items valid at
+    ``previous`` with the labels ``previous -> snapshot``, add the items generated at
+    ``snapshot``, apply quadruple supersession. Written atomically; skipped when its inputs
+    are unchanged. Holds the workdir's ledger lock (a second writer waits)."""
+    return run_stage(
+        LEDGER_STAGE,
+        lambda: plan_ledger(workdir, snapshot, previous),
+        workdir=workdir,
+        tools=Tools(),
+        label=f"{snapshot} ledger",
+        force=force,
+    )
 
 
 def _maintain(
@@ -454,19 +355,19 @@ def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: Led
     def write(tmp: Path) -> None:
         ordered = sorted(items.values(), key=lambda r: (r["created_snapshot"], r["item_id"]))
         write_parquet_atomic(
-            pa.Table.from_pylist(ordered, schema=ITEMS_SCHEMA),
+            pa.Table.from_pylist(ordered, schema=LEDGER_ITEMS_SCHEMA),
             tmp / "items.parquet",
             table_name="ledger_items",
-            schema_version=SCHEMA_VERSION,
+            schema_version=LEDGER_SCHEMA_VERSION,
         )
         write_parquet_atomic(
             pa.Table.from_pylist(
                 sorted(evidence, key=lambda r: (r["snapshot"], r["item_id"])),
-                schema=EVIDENCE_SCHEMA,
+                schema=LEDGER_EVIDENCE_SCHEMA,
             ),
             tmp / "evidence.parquet",
             table_name="ledger_evidence",
-            schema_version=SCHEMA_VERSION,
+            schema_version=LEDGER_SCHEMA_VERSION,
         )
         summary.outputs = output_fingerprints(tmp, LEDGER_FILES)
         write_json_atomic(tmp / "state.json", asdict(summary))

@@ -19,6 +19,7 @@ from pipeline.changes import UpdateJudge
 from pipeline.config import Config
 from pipeline.errors import ConfigError, WikidriftError
 from pipeline.generate.contradiction import LLMContradictionChecker
+from pipeline.generate.stage import plan_requests
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.llm import (
     PACKAGED_SMOLLM2,
@@ -226,3 +227,31 @@ def checker_from_config(cfg: Config, llm: LLMSetup) -> LLMContradictionChecker |
         log.info("no capable LLM configured: changed sentences stay unverified")
         return None
     return LLMContradictionChecker(llm.backend)
+
+
+def dry_run_line(
+    cfg: Config,
+    workdir: str | Path,
+    snapshot: str,
+    *,
+    previous: str | None,
+    embedder: Embedder,
+    llm: LLMSetup,
+) -> str:
+    """What generating ``snapshot`` would ask and cost, without asking: the requests, those
+    the LLM cache lacks, and for a paid API the tokens and dollars at most (one line)."""
+    requests = plan_requests(
+        workdir, snapshot, previous=previous, embedder=embedder, cfg=cfg.generation
+    )
+    misses = getattr(llm.backend, "misses", None)  # CachedLLM: what the cache lacks
+    todo = misses(requests) if misses else requests
+    line = f"dry run {snapshot}: requests={len(requests)} not_cached={len(todo)}"
+    if llm.kind == "openai-batch":
+        prompt, completion, usd = llm.backend.estimate(requests)  # batch prices, misses only
+    elif llm.ledger is not None:
+        prompt, completion, usd = llm.ledger.estimate(todo)
+    if llm.ledger is not None:
+        line += f" prompt_tokens~{prompt} completion_tokens<={completion} cost_usd<={usd:.4f}"
+    else:
+        line += f" (local model {cfg.llm.local_model}: no cost)"
+    return line

@@ -19,166 +19,45 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline import progress
 from pipeline.errors import WikidriftError
-from pipeline.layout import output_fingerprints, outputs_intact, own_marker, read_marker
+from pipeline.layout import (
+    list_snapshots,
+    output_fingerprints,
+    outputs_intact,
+    own_marker,
+    read_snapshot_table,
+    snapshot_dir,
+)
+from pipeline.markers import SnapshotSummary
 from pipeline.models.vector_cache import ResultCache
 from pipeline.records import RawRevision
+from pipeline.schemas import (
+    ARTICLES_SCHEMA,
+    REVISIONS_SCHEMA,
+    SENTENCES_SCHEMA,
+    SNAPSHOT_SCHEMA_VERSION,
+    SNAPSHOT_TABLES,
+)
 from pipeline.shards import ShardedOutput, chunked
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
-from pipeline.storage import cache_dir, read_parquet, write_json_atomic
+from pipeline.stage import Stage, Tools, run_stage
+from pipeline.storage import cache_dir, write_json_atomic
 from pipeline.text import SentenceSplitter, sentence_hash, wikitext_to_paragraphs
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 # Bump when wikitext -> sentence extraction changes, so stored parses are not reused.
 TEXT_PIPELINE_VERSION = "text-1"
-
-ARTICLES_SCHEMA = pa.schema(
-    [
-        ("page_id", pa.int64()),
-        ("title", pa.string()),
-        ("revision_id", pa.int64()),
-        ("revision_timestamp", pa.string()),
-        ("snapshot", pa.string()),
-        ("wikitext_sha1", pa.string()),
-        ("n_paragraphs", pa.int32()),
-        ("n_sentences", pa.int32()),
-        ("text_version", pa.string()),
-    ]
-)
-SENTENCES_SCHEMA = pa.schema(
-    [
-        ("page_id", pa.int64()),
-        ("sent_idx", pa.int32()),
-        ("para_idx", pa.int32()),
-        ("section", pa.string()),
-        ("text", pa.string()),
-        ("text_hash", pa.string()),
-    ]
-)
-REVISIONS_SCHEMA = pa.schema(
-    [("page_id", pa.int64()), ("revision_id", pa.int64()), ("wikitext", pa.large_string())]
-)
-_TABLES = {
-    "articles": ARTICLES_SCHEMA,
-    "sentences": SENTENCES_SCHEMA,
-    "revisions": REVISIONS_SCHEMA,
-}
-
-
-@dataclass
-class SnapshotSummary:
-    """What a snapshot build produced (also stored as ``snapshot.json``)."""
-
-    snapshot: str
-    source: str
-    selection_digest: str
-    text_version: str
-    articles: int = 0
-    sentences: int = 0
-    parsed_articles: int = 0
-    reused_articles: int = 0
-    resumed_articles: int = 0
-    not_delivered: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    already_built: bool = False
-
-    def line(self) -> str:
-        """The one-line summary the CLI prints."""
-        extra = f" reused={self.reused_articles}" if self.reused_articles else ""
-        if self.resumed_articles:
-            extra += f" resumed={self.resumed_articles}"
-        if self.not_delivered:
-            extra += f" not_delivered={len(self.not_delivered)}"
-        state = " (already built)" if self.already_built else f" in {self.seconds:.1f}s"
-        return f"articles={self.articles} sentences={self.sentences}{extra}{state}"
-
-
-def snapshot_dir(workdir: str | Path, snapshot_date: date | str) -> Path:
-    """``<workdir>/snapshots/<YYYY-MM-DD>``."""
-    return Path(workdir) / "snapshots" / str(snapshot_date)
-
-
-def is_complete(workdir: str | Path, snapshot_date: date | str) -> bool:
-    """True when a snapshot finished building (its ``snapshot.json`` exists)."""
-    return (snapshot_dir(workdir, snapshot_date) / "snapshot.json").exists()
-
-
-def list_snapshots(workdir: str | Path) -> list[str]:
-    """Dates of the complete snapshots in a workdir, ascending."""
-    root = Path(workdir) / "snapshots"
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "snapshot.json").exists())
-
-
-def read_summary(workdir: str | Path, snapshot_date: date | str) -> SnapshotSummary:
-    """The stored summary of a complete snapshot."""
-    path = snapshot_dir(workdir, snapshot_date) / "snapshot.json"
-    if not path.exists():
-        raise WikidriftError(
-            f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
-        )
-    return read_marker(path, SnapshotSummary)
-
-
-def read_table(
-    workdir: str | Path,
-    snapshot_date: date | str,
-    name: str,
-    *,
-    page_ids: Iterable[int] | None = None,
-    columns: list[str] | None = None,
-) -> pa.Table:
-    """Read ``articles``, ``sentences`` or ``revisions`` of a complete snapshot, optionally only
-    for some pages (pushed down to the Parquet reader)."""
-    if name not in _TABLES:
-        raise ValueError(f"unknown snapshot table {name!r}; one of {sorted(_TABLES)}")
-    if not is_complete(workdir, snapshot_date):
-        raise WikidriftError(
-            f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
-        )
-    path = snapshot_dir(workdir, snapshot_date) / f"{name}.parquet"
-    return read_parquet(
-        path,
-        expected_table=name,
-        max_schema_version=SCHEMA_VERSION,
-        columns=columns,
-        page_ids=page_ids,
-    )
-
-
-def sentence_texts(
-    workdir: str | Path, snapshot_date: date | str, page_ids: Iterable[int]
-) -> dict[tuple[int, int], str]:
-    """``(page_id, sent_idx) -> text`` of some pages of a snapshot."""
-    table = read_table(
-        workdir,
-        snapshot_date,
-        "sentences",
-        page_ids=sorted(set(page_ids)),
-        columns=["page_id", "sent_idx", "text"],
-    )
-    return {
-        (p, i): t
-        for p, i, t in zip(
-            table["page_id"].to_pylist(),
-            table["sent_idx"].to_pylist(),
-            table["text"].to_pylist(),
-            strict=True,
-        )
-    }
 
 
 def selection_digest(selection: ArticleSelection) -> str:
@@ -211,7 +90,7 @@ class _PreviousParses:
         if not earlier:
             return
         self.date = earlier[-1]
-        arts = read_table(workdir, self.date, "articles")
+        arts = read_snapshot_table(workdir, self.date, "articles")
         for pid, sha, ver in zip(
             arts["page_id"].to_pylist(),
             arts["wikitext_sha1"].to_pylist(),
@@ -226,7 +105,7 @@ class _PreviousParses:
 
     def sentences(self, page_ids: list[int]) -> pa.Table:
         assert self.date is not None
-        return read_table(self.workdir, self.date, "sentences", page_ids=page_ids)
+        return read_snapshot_table(self.workdir, self.date, "sentences", page_ids=page_ids)
 
 
 SPLIT_CACHE = "sentence_splits.sqlite"
@@ -355,8 +234,8 @@ class SnapshotJob:
     def shards(self, *, attach: bool = False) -> ShardedOutput:
         return ShardedOutput(
             self.out,
-            _TABLES,
-            schema_version=SCHEMA_VERSION,
+            SNAPSHOT_TABLES,
+            schema_version=SNAPSHOT_SCHEMA_VERSION,
             request=self.request(),
             attach=attach,
         )
@@ -516,7 +395,9 @@ def stream_snapshot(
     write_json_atomic(job.out / "_work" / "stream.json", last)
 
 
-def finalize_snapshot(job: SnapshotJob, *, seconds: float = 0.0) -> SnapshotSummary:
+def finalize_snapshot(
+    job: SnapshotJob, *, seconds: float = 0.0, resumed: int = 0
+) -> SnapshotSummary:
     """Merge the finished shards into the final tables (a page reached twice, e.g. through
     two redirecting titles, is kept once) and mark the snapshot complete."""
     shards = job.shards(attach=True)
@@ -550,13 +431,46 @@ def finalize_snapshot(job: SnapshotJob, *, seconds: float = 0.0) -> SnapshotSumm
         sentences=rows["sentences"],
         parsed_articles=sum(p["parsed"] for p in parts),
         reused_articles=sum(p["reused"] for p in parts),
+        resumed_articles=resumed,
         not_delivered=not_delivered,
         seconds=round(seconds, 3),
-        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in _TABLES]),
+        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in SNAPSHOT_TABLES]),
     )
     write_json_atomic(job.out / "snapshot.json", asdict(summary))
     shards.cleanup()
     return summary
+
+
+def _part_sizes(job: SnapshotJob) -> list[int]:
+    # "Every article the source holds" is one streamed part that reports its own progress.
+    return [len(p.titles) + len(p.page_ids) for p in job.parts()] or [0]
+
+
+def _run_part(job: SnapshotJob, index: int, tools: Any) -> dict:
+    source = tools.source
+    if job.parts():
+        return build_snapshot_part(job, source, tools.splitter, index)
+    resumed = sum(len(m["page_ids"]) for m in job.shards(attach=True).completed())
+    stream_snapshot(job, source, tools.splitter, progress.advance)
+    return {"resumed": resumed}
+
+
+def _finalize(job: SnapshotJob, results: list[dict], seconds: float) -> SnapshotSummary:
+    sizes = _part_sizes(job)
+    resumed = sum(r.get("resumed", 0) for r in results)
+    resumed += sum(size for size, r in zip(sizes, results, strict=True) if r.get("skipped"))
+    return finalize_snapshot(job, seconds=seconds, resumed=resumed)
+
+
+SNAPSHOT_STAGE: Stage[SnapshotJob, SnapshotSummary] = Stage(
+    name="snapshot",
+    unit="article",
+    prepare=lambda job, force: prepare_snapshot(job, force=force),
+    part_sizes=_part_sizes,
+    run_part=_run_part,
+    finalize=_finalize,
+    total=lambda job: selection_size(job.selection),
+)
 
 
 def build_snapshot(
@@ -569,42 +483,31 @@ def build_snapshot(
     source_description: str,
     shard_size: int = 200,
     force: bool = False,
-    progress: Callable[[int], None] | None = None,
 ) -> SnapshotSummary:
-    """Fetch, parse and store the snapshot of ``selection`` at ``snapshot_date``.
+    """Fetch, parse and store the snapshot of ``selection`` at ``snapshot_date`` (the
+    snapshot stage, run in this process).
 
     Idempotent: a complete snapshot is not rebuilt unless ``force``. Resumable: finished shards
     of an interrupted build of the same request are kept and their articles not fetched again.
-    ``progress`` is called with the number of articles finished in each shard. (The Prefect
-    flow runs the same shards in parallel: see ``flows/``.)
+    (The Prefect flow runs the same shards in parallel: see ``flows/``.)
     """
-    started = time.monotonic()
-    job = snapshot_job(
-        workdir,
-        snapshot_date,
-        selection,
-        splitter=splitter,
-        source_description=source_description,
-        shard_size=shard_size,
+    return run_stage(
+        SNAPSHOT_STAGE,
+        lambda: snapshot_job(
+            workdir,
+            snapshot_date,
+            selection,
+            splitter=splitter,
+            source_description=source_description,
+            shard_size=shard_size,
+        ),
+        workdir=workdir,
+        tools=Tools(source=source, splitter=splitter),
+        label=f"{snapshot_date} snapshot",
+        force=force,
     )
-    stored = prepare_snapshot(job, force=force)
-    if stored is not None:
-        return stored
-    resumed = 0
-    if job.parts():
-        shards = job.shards(attach=True)
-        for index, part in enumerate(job.parts()):
-            size = len(part.titles) + len(part.page_ids)
-            if shards.is_done(index):
-                resumed += size
-            else:
-                build_snapshot_part(job, source, splitter, index)
-            if progress:
-                progress(size)
-    else:
-        resumed = sum(len(m["page_ids"]) for m in job.shards(attach=True).completed())
-        stream_snapshot(job, source, splitter, progress)
-    summary = finalize_snapshot(job, seconds=time.monotonic() - started)
-    summary.resumed_articles = resumed
-    write_json_atomic(job.out / "snapshot.json", asdict(summary))
-    return summary
+
+
+def selection_size(selection: ArticleSelection) -> int | None:
+    """How many articles a selection names (None: every article the source holds)."""
+    return None if selection.is_all else len(selection.titles) + len(selection.page_ids)

@@ -61,13 +61,17 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO]:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Fsync ``directory`` so a new or renamed entry in it survives a crash.
+
+    A directory that cannot be opened is skipped: the file itself is already on disk.
+    """
     # The rename is only durable once the directory entry itself reaches the disk.
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -165,7 +169,7 @@ class AtomicParquetWriter:
         with open(self._tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(self._tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def abort(self) -> None:
         """Drop the partial file; nothing appears under the final name."""
@@ -232,7 +236,7 @@ def read_parquet(
 
 
 def _rebuild_hint(path: Path, joiner: str = "") -> str:
-    from pipeline.layout import stage_file  # layout imports storage
+    from pipeline.stage_folders import stage_file
 
     found = stage_file(path)
     if found is None:
@@ -358,10 +362,10 @@ def publish_dir(tmp: Path, out: Path, old: Path) -> bool:
     Returns whether an old directory was moved to ``old``."""
     if not out.exists():
         os.rename(tmp, out)
-        _fsync_dir(out.parent)
+        fsync_dir(out.parent)
         return False
     if exchange_paths(tmp, out):
-        _fsync_dir(out.parent)
+        fsync_dir(out.parent)
         os.rename(tmp, old)  # tmp's name now holds the old directory
     else:
         os.rename(out, old)
@@ -370,7 +374,7 @@ def publish_dir(tmp: Path, out: Path, old: Path) -> bool:
         except BaseException:
             os.rename(old, out)  # interrupted (Ctrl-C, SIGTERM, disk error): put it back
             raise
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
     return True
 
 

@@ -142,7 +142,7 @@ def reseal_release(workdir: Path, snapshot: str) -> None:
     on purpose, as a careful forger or an older wikidrift would leave it)."""
     import pyarrow.parquet as pq
 
-    from pipeline.release import release_dir
+    from pipeline.layout import release_dir
     from pipeline.storage import file_sha256, write_json_atomic
 
     out = release_dir(workdir, snapshot)

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from pipeline.ledger import normalize_key
+from pipeline.fact_keys import normalize_key
 from pipeline.models.llm.base import LLMRequest
 
 _SENTENCE = re.compile(r"^\[(\d+)\] (.+)$", re.MULTILINE)

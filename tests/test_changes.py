@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.align import round2
 from pipeline.changes import (
     DIFFERENT,
     ELABORATION,
@@ -25,6 +24,7 @@ from pipeline.changes import (
     read_span,
 )
 from pipeline.facts import FactExtractor, compare_slots
+from pipeline.growover_matcher import round2
 from tests.conftest import REPO_ROOT
 
 GOLD = REPO_ROOT / "benchmarks" / "data" / "changed_gold.jsonl"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.snapshot import read_summary, read_table
+from pipeline.layout import read_snapshot_summary, read_snapshot_table
 from tests.conftest import REPO_ROOT, STAGE_DATES, WIKISNAP, copy_workdir
+from wikidrift.cli import main
 
 
 def _articles(tmp_path: Path, *titles: str) -> Path:
@@ -45,9 +45,9 @@ def test_snapshot_from_the_mediawiki_api(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out.strip().splitlines()[-1]
     assert code == 0
     assert out.startswith("articles=2 sentences=") and "not_delivered=1" in out
-    titles = set(read_table(tmp_path / "w", "2024-06-01", "articles")["title"].to_pylist())
+    titles = set(read_snapshot_table(tmp_path / "w", "2024-06-01", "articles")["title"].to_pylist())
     assert titles == {"Sam Altman", "Sony Music"}  # the redirect resolved to its target
-    assert read_summary(tmp_path / "w", "2024-06-01").not_delivered == [
+    assert read_snapshot_summary(tmp_path / "w", "2024-06-01").not_delivered == [
         "title 'No such page' (missing)"
     ]
 
@@ -138,7 +138,7 @@ def test_serve_starts_a_scheduled_deployment(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "wikidrift.cli",
             "serve",
             "--workdir",
             str(tmp_path / "w"),

@@ -18,7 +18,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cli import main
 from pipeline.layout import VERSION_FILE
 from pipeline.storage import file_sha256, write_parquet_atomic
 from tests.conftest import (
@@ -29,6 +28,7 @@ from tests.conftest import (
     read_only,
     scripted_config_file,
 )
+from wikidrift.cli import main
 
 A, B, C = STAGE_DATES
 
@@ -519,12 +519,12 @@ def test_read_only_output_folder_is_one_line(
 def test_an_unexpected_failure_is_one_line_and_v_shows_the_traceback(
     released_workdir: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pipeline.release
+    import pipeline.release_verify
 
     def broken(*args: object, **kwargs: object) -> list[str]:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(pipeline.release, "verify_release", broken)
+    monkeypatch.setattr(pipeline.release_verify, "verify_release", broken)
     args = ["verify", "--release", B, "--workdir", str(released_workdir)]
     code, err = _run(args, capsys)
     assert code == 1 and "Traceback" not in err

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.release import read_manifest, releases_root, verify_release
+from pipeline.layout import read_manifest, releases_root
+from pipeline.release_verify import verify_release
 from tests.conftest import STAGE_DATES, copy_workdir, read_only, scripted_config_file
+from wikidrift.cli import main
 
 A, B, C = STAGE_DATES
 

@@ -51,7 +51,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 def wikidrift(*args: str) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", *args]
+    return [sys.executable, "-m", "wikidrift.cli", *args]
 
 
 def servers_of(workdir: Path) -> list[int]:

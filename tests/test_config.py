@@ -87,7 +87,10 @@ def test_dates_parse_and_must_ascend(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         ("[align]\nunchanged_threshold = 1.5\n", r"align\.unchanged_threshold = 1\.5: .*less than"),
-        ('[snapshot]\nsource = "ftp"\n', r"snapshot\.source = 'ftp': .*'api', 'dump' or"),
+        (
+            '[snapshot]\nsource = "ftp"\n',
+            r"snapshot\.source = 'ftp': allowed: api, dump, revisions-dir$",
+        ),
         ("[align]\nthreshold = 0.9\n", r"align\.threshold = 0\.9: unknown key; allowed here: "),
         ('profile = "fast"\n', r"profile = 'fast': allowed: offline, paper"),
         ("[api]\nmax_workers = 0\n", r"api\.max_workers = 0"),

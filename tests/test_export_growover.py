@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.cli import main
 from pipeline.export_growover import QA_TYPE, TURN_TYPE, export_growover, read_growover
-from pipeline.release import read_release_table
+from pipeline.layout import read_release_table
 from tests.conftest import STAGE_DATES
+from wikidrift.cli import main
 
 C = STAGE_DATES[2]
 

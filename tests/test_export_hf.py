@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main
 from pipeline.errors import WikidriftError
 from pipeline.export_hf import CONFIGS, export_hf, push_to_hub, split_name
-from pipeline.release import read_manifest, read_release_table
+from pipeline.layout import read_manifest, read_release_table
 from tests.conftest import STAGE_DATES
+from wikidrift.cli import main
 
 B = STAGE_DATES[1]
 
@@ -97,7 +97,7 @@ def test_export_redacts_a_release_written_before_redaction(
 ) -> None:
     import json
 
-    from pipeline.release import release_dir
+    from pipeline.layout import release_dir
     from pipeline.storage import write_json_atomic
     from tests.conftest import copy_workdir, reseal_release
 

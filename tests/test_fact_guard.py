@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config import load_config
-from pipeline.labeling import label_snapshots, make_labeler, read_labels
+from pipeline.labeling import label_snapshots, make_labeler
+from pipeline.layout import read_labels
 from tests.conftest import build_wikisnap_snapshots
 
 LIGO, IEA, HAAS, NUGGETS, DOJ = 81610, 285292, 42094020, 72883, 52563

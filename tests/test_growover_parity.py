@@ -20,8 +20,8 @@ import pytest
 
 from pipeline.align import AlignSettings, SentenceLabeler
 from pipeline.facts import FactExtractor
-from pipeline.labeling import label_snapshots, read_labels
-from pipeline.snapshot import read_table
+from pipeline.labeling import label_snapshots
+from pipeline.layout import read_labels, read_snapshot_table
 from tests.conftest import WIKISNAP_DATES, build_wikisnap_snapshots, copy_workdir
 
 pytestmark = pytest.mark.slow
@@ -204,7 +204,7 @@ def wikisnap_all(tmp_path_factory: pytest.TempPathFactory, splitter, wikisnap_ma
 
 
 def _sentences(workdir: Path, date: str) -> dict[int, list[str]]:
-    table = read_table(workdir, date, "sentences", columns=["page_id", "sent_idx", "text"])
+    table = read_snapshot_table(workdir, date, "sentences", columns=["page_id", "sent_idx", "text"])
     pages: dict[int, list[str]] = {}
     for pid, idx, text in zip(
         table["page_id"].to_pylist(),

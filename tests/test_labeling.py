@@ -8,14 +8,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
-from pipeline.labeling import (
-    SCHEMA_VERSION,
-    label_snapshots,
-    labels_dir,
-    make_labeler,
-    read_labels,
-)
-from pipeline.snapshot import read_table
+from pipeline.labeling import label_snapshots, make_labeler
+from pipeline.layout import labels_dir, read_labels, read_snapshot_table
+from pipeline.schemas import LABELS_SCHEMA_VERSION
 from pipeline.storage import schema_version_of
 from pipeline.text import normalize_sentence
 from tests.conftest import build_wikisnap_snapshots, copy_workdir
@@ -33,17 +28,17 @@ def labeled(stage_workdir: Path, tmp_path_factory: pytest.TempPathFactory, offli
 
 
 def _sentences(workdir: Path, date: str, page_id: int) -> list[str]:
-    table = read_table(workdir, date, "sentences", page_ids=[page_id])
+    table = read_snapshot_table(workdir, date, "sentences", page_ids=[page_id])
     return table["text"].to_pylist()
 
 
 def test_outputs_and_one_row_per_new_sentence(labeled) -> None:
     workdir, summary, rows, _ = labeled
     out = labels_dir(workdir, OLD, NEW)
-    assert schema_version_of(out / "sentence_labels.parquet") == SCHEMA_VERSION
+    assert schema_version_of(out / "sentence_labels.parquet") == LABELS_SCHEMA_VERSION
     stored = json.loads((out / "summary.json").read_text())
     assert stored["counts"] == summary.counts
-    n_new = read_table(workdir, NEW, "sentences").num_rows
+    n_new = read_snapshot_table(workdir, NEW, "sentences").num_rows
     assert sum(1 for r in rows if r["new_idx"] is not None) == n_new
     assert summary.counts["deleted"] == sum(1 for r in rows if r["label"] == "deleted")
     assert set(summary.counts) == {"unchanged", "changed", "new", "deleted", "unlabeled"}
@@ -71,7 +66,7 @@ def test_verbatim_sentences_are_unchanged(labeled) -> None:
 
 def test_a_section_only_in_the_new_revision_is_new(labeled) -> None:
     workdir, _, rows, _ = labeled
-    nuggets = read_table(workdir, NEW, "sentences", page_ids=[72883]).to_pylist()
+    nuggets = read_snapshot_table(workdir, NEW, "sentences", page_ids=[72883]).to_pylist()
     section = [s["sent_idx"] for s in nuggets if s["section"] == "2024: Dethroned"]
     assert len(section) >= 3
     labels = {r["new_idx"]: r["label"] for r in rows if r["page_id"] == 72883}
@@ -97,7 +92,7 @@ def test_a_sentence_split_in_two_is_unchanged_through_span_matching(labeled) -> 
 def test_a_deleted_paragraph_is_deleted(labeled) -> None:
     workdir, _, rows, _ = labeled
     # Tesla Model Y lost the paragraph quoting Herbert Diess between 2024-01 and 2024-06.
-    old = read_table(workdir, OLD, "sentences", page_ids=[49033638]).to_pylist()
+    old = read_snapshot_table(workdir, OLD, "sentences", page_ids=[49033638]).to_pylist()
     start = next(s for s in old if "Herbert Diess, wrote about the Model Y" in s["text"])
     para = [s for s in old if s["para_idx"] == start["para_idx"]]
     assert len(para) >= 4
@@ -120,7 +115,10 @@ def test_identical_revisions_make_zero_model_calls(
     assert offline_embedder.texts_embedded == before
     assert summary.model_calls["texts_embedded"] == 0
     assert summary.pages["identical"] == 2
-    assert summary.counts["unchanged"] == read_table(tmp_path, "2024-03-01", "sentences").num_rows
+    assert (
+        summary.counts["unchanged"]
+        == read_snapshot_table(tmp_path, "2024-03-01", "sentences").num_rows
+    )
     assert summary.counts["deleted"] == summary.counts["new"] == 0
 
 
@@ -143,7 +141,7 @@ def test_naive_mode_agrees_on_exact_matches(labeled, offline_embedder, tmp_path:
     )
     before = offline_embedder.texts_embedded
     summary = label_snapshots(naive_dir, OLD, NEW, labeler)
-    n_sentences = sum(read_table(naive_dir, d, "sentences").num_rows for d in (OLD, NEW))
+    n_sentences = sum(read_snapshot_table(naive_dir, d, "sentences").num_rows for d in (OLD, NEW))
     # The reference embeds every sentence of both revisions.
     assert offline_embedder.texts_embedded - before >= n_sentences
     assert summary.settings["naive"] is True
@@ -160,7 +158,7 @@ def test_naive_mode_agrees_on_exact_matches(labeled, offline_embedder, tmp_path:
 
 
 def test_cli_label_prints_counts(labeled, capsys: pytest.CaptureFixture[str]) -> None:
-    from pipeline.cli import main
+    from wikidrift.cli import main
 
     workdir, summary, _, _ = labeled
     code = main(

@@ -8,27 +8,24 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import WikidriftError
-from pipeline.labeling import read_labels
-from pipeline.ledger import (
-    ITEMS_SCHEMA,
-    LedgerSummary,
-    _add_new,
-    _write,
-    facts_at,
+from pipeline.layout import (
     ledger_dir,
     ledger_snapshots,
     read_evidence,
     read_items,
-    update_ledger,
+    read_labels,
+    read_snapshot_table,
 )
-from pipeline.snapshot import read_table
+from pipeline.ledger import _add_new, _write, facts_at, update_ledger
+from pipeline.markers import LedgerSummary
+from pipeline.schemas import LEDGER_ITEMS_SCHEMA
 from tests.conftest import STAGE_DATES, copy_workdir
 
 A, B, C = STAGE_DATES
 
 
 def _sentences(workdir: Path, snapshot: str) -> dict[tuple[int, int], str]:
-    t = read_table(workdir, snapshot, "sentences", columns=["page_id", "sent_idx", "text"])
+    t = read_snapshot_table(workdir, snapshot, "sentences", columns=["page_id", "sent_idx", "text"])
     return {
         (p, i): s
         for p, i, s in zip(
@@ -100,7 +97,7 @@ def test_items_on_edited_sentences_are_retired_with_a_reason(released_workdir: P
 
 def _fact(item_id: str, created: str, obj: str, ts: str | None, typ: str) -> dict:
     """A complete ledger row of a quadruple about "The Club"'s coach."""
-    row: dict = dict.fromkeys(ITEMS_SCHEMA.names)
+    row: dict = dict.fromkeys(LEDGER_ITEMS_SCHEMA.names)
     return row | {
         "item_id": item_id,
         "kind": "quadruple",
@@ -228,7 +225,7 @@ def test_an_interrupted_update_never_loses_the_ledger_state(
     import os
 
     import pipeline.storage as storage
-    from pipeline.ledger import ledger_dir, ledger_snapshots
+    from pipeline.layout import ledger_dir, ledger_snapshots
 
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     monkeypatch.setattr(storage, "exchange_paths", lambda a, b: False)  # two-rename path

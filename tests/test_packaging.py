@@ -17,7 +17,15 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 # What the build needs of the repository; the rest (tests, benchmarks, the venv) stays out.
-_BUILD_INPUTS = ("pyproject.toml", "README.md", "pipeline", "flows", "prompts", "data")
+_BUILD_INPUTS = (
+    "pyproject.toml",
+    "README.md",
+    "pipeline",
+    "flows",
+    "wikidrift",
+    "prompts",
+    "data",
+)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +64,7 @@ def test_wheel_holds_prompts_config_and_sample(wheel: Path) -> None:
     ]
     assert len(sample) >= 19 and all(f"pipeline/{p}" in names for p in sample)
     assert "pipeline/annotate/static/annotate.js" in names
-    assert "flows/monthly.py" in names
+    assert "flows/monthly.py" in names and "wikidrift/cli.py" in names
 
 
 def test_installed_wheel_loads_its_own_data_from_an_empty_folder(
@@ -97,7 +105,7 @@ def test_installed_wheel_loads_its_own_data_from_an_empty_folder(
 
     assert found["prompts"] == {n: load_prompt(n).prompt_hash for n in PROMPT_NAMES}
     help_text = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "--help"],
+        [sys.executable, "-m", "wikidrift.cli", "--help"],
         cwd=empty,
         env=env,
         capture_output=True,

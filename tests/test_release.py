@@ -9,22 +9,15 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.cli import main
 from pipeline.errors import WikidriftError
-from pipeline.release import (
-    SCHEMA_VERSION,
-    SCHEMAS,
-    build_release,
-    list_releases,
-    manifest_config,
-    read_manifest,
-    read_release_table,
-    release_diff,
-    release_dir,
-    verify_release,
-)
+from pipeline.layout import list_releases, read_manifest, read_release_table, release_dir
+from pipeline.release import build_release, manifest_config
+from pipeline.release_diff import release_diff
+from pipeline.release_verify import verify_release
+from pipeline.schemas import RELEASE_SCHEMA_VERSION, RELEASE_TABLES
 from pipeline.storage import write_json_atomic, write_parquet_atomic
 from tests.conftest import STAGE_DATES, copy_workdir, scripted_config, scripted_config_file
+from wikidrift.cli import main
 
 A, B, C = STAGE_DATES
 
@@ -35,11 +28,11 @@ def test_layout_and_manifest(released_workdir: Path) -> None:
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
         ["README.md", "growth.png", "timeline.png", "manifest.json"]
-        + [f"{n}.parquet" for n in SCHEMAS]
+        + [f"{n}.parquet" for n in RELEASE_TABLES]
     )
     m = read_manifest(released_workdir, B)
     assert m.release_id == f"wikidrift-{B}" and m.revision == 1 and m.previous_release == A
-    assert m.schema_version == SCHEMA_VERSION == 2 and m.labeling_rule == "fact_guarded"
+    assert m.schema_version == RELEASE_SCHEMA_VERSION == 2 and m.labeling_rule == "fact_guarded"
     assert m.config["profile"] == "offline" and len(m.config_hash) == 16
     assert "workdir" not in m.config
     assert m.models["labeling"]["embedder"] == "packaged:all-MiniLM-L6-v2"
@@ -122,7 +115,9 @@ def test_verify_fails_on_a_tampered_file(released_workdir: Path, tmp_path: Path)
 def _rewrite(workdir: Path, snapshot: str, name: str, table) -> None:
     out = release_dir(workdir, snapshot)
     path = out / f"{name}.parquet"
-    write_parquet_atomic(table, path, table_name=f"release_{name}", schema_version=SCHEMA_VERSION)
+    write_parquet_atomic(
+        table, path, table_name=f"release_{name}", schema_version=RELEASE_SCHEMA_VERSION
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["files"][path.name]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     write_json_atomic(out / "manifest.json", manifest)
@@ -148,7 +143,7 @@ def test_verify_fails_when_evidence_points_elsewhere(
     qa[0]["evidence_sent_idx"] = [i + 1 for i in qa[0]["evidence_sent_idx"]]
     import pyarrow as pa
 
-    _rewrite(workdir, C, "qa", pa.Table.from_pylist(qa, schema=SCHEMAS["qa"]))
+    _rewrite(workdir, C, "qa", pa.Table.from_pylist(qa, schema=RELEASE_TABLES["qa"].schema))
     problems = verify_release(workdir, C)
     assert any(qa[0]["item_id"] in p and "do not point at" in p for p in problems)
 

@@ -18,17 +18,18 @@ import pytest
 import pipeline.storage as storage
 from pipeline.config import load_config
 from pipeline.export_hf import export_hf
-from pipeline.ledger import ledger_dir, read_evidence, read_items
-from pipeline.release import (
-    build_release,
+from pipeline.layout import (
+    ledger_dir,
     list_releases,
-    manifest_config,
+    read_evidence,
+    read_items,
     read_manifest,
     read_release_table,
     release_dir,
     releases_root,
-    verify_release,
 )
+from pipeline.release import build_release, manifest_config
+from pipeline.release_verify import verify_release
 from pipeline.storage import write_json_atomic, write_parquet_atomic
 from tests.conftest import (
     SCRIPTED_GENERATION,
@@ -52,7 +53,7 @@ def slow(*args, **kwargs):
     time.sleep(3)
     return real(*args, **kwargs)
 release.write_json_atomic = slow
-from pipeline.cli import main
+from wikidrift.cli import main
 raise SystemExit(main(sys.argv[1:]))
 """
 

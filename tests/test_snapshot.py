@@ -10,16 +10,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.records import RawRevision
-from pipeline.snapshot import (
-    SCHEMA_VERSION,
-    build_snapshot,
+from pipeline.layout import (
     is_complete,
     list_snapshots,
-    read_summary,
-    read_table,
+    read_snapshot_summary,
+    read_snapshot_table,
     snapshot_dir,
 )
+from pipeline.records import RawRevision
+from pipeline.schemas import SNAPSHOT_SCHEMA_VERSION
+from pipeline.snapshot import build_snapshot
 from pipeline.sources import ArticleSelection
 from pipeline.sources.local import RevisionsDirSource
 from pipeline.storage import schema_version_of
@@ -38,8 +38,8 @@ def test_layout_columns_and_contents(stage_workdir: Path) -> None:
         "snapshot.json",
     ]
     for name in ("articles", "sentences", "revisions"):
-        assert schema_version_of(out / f"{name}.parquet") == SCHEMA_VERSION
-    arts = read_table(stage_workdir, "2024-06-01", "articles")
+        assert schema_version_of(out / f"{name}.parquet") == SNAPSHOT_SCHEMA_VERSION
+    arts = read_snapshot_table(stage_workdir, "2024-06-01", "articles")
     for col in ("page_id", "title", "revision_id", "revision_timestamp"):
         assert col in arts.column_names
     assert sorted(arts["page_id"].to_pylist()) == sorted(STAGE_PAGE_IDS)
@@ -48,7 +48,7 @@ def test_layout_columns_and_contents(stage_workdir: Path) -> None:
     assert row["revision_id"] == altman["revision_id"]
     assert row["revision_timestamp"] == altman["revision_timestamp"]
     assert row["snapshot"] == "2024-06-01"
-    sents = read_table(stage_workdir, "2024-06-01", "sentences", page_ids=[22476815])
+    sents = read_snapshot_table(stage_workdir, "2024-06-01", "sentences", page_ids=[22476815])
     for col in ("page_id", "sent_idx", "para_idx", "section", "text", "text_hash"):
         assert col in sents.column_names
     rows = sents.to_pylist()
@@ -59,9 +59,9 @@ def test_layout_columns_and_contents(stage_workdir: Path) -> None:
     assert any(r["section"] == "Early life and education" for r in rows)
     para = [r["para_idx"] for r in rows]
     assert para == sorted(para)
-    revs = read_table(stage_workdir, "2024-06-01", "revisions", page_ids=[22476815])
+    revs = read_snapshot_table(stage_workdir, "2024-06-01", "revisions", page_ids=[22476815])
     assert revs["wikitext"][0].as_py() == altman["content"]
-    summary = read_summary(stage_workdir, "2024-06-01")
+    summary = read_snapshot_summary(stage_workdir, "2024-06-01")
     assert summary.articles == len(STAGE_PAGE_IDS)
     assert summary.sentences == pq.read_metadata(out / "sentences.parquet").num_rows
     assert list_snapshots(stage_workdir) == ["2024-01-01", "2024-06-01", "2025-01-01"]
@@ -79,8 +79,8 @@ def test_rebuild_is_skipped_and_unchanged_wikitext_is_not_reparsed(
     # 2024-03-01 holds the same revisions as 2024-01-01 (no newer file): nothing is parsed.
     later = build_snapshot(source, SELECTION, date(2024, 3, 1), tmp_path, **kw)
     assert later.reused_articles == 4 and later.parsed_articles == 0
-    a = read_table(tmp_path, "2024-01-01", "sentences").to_pylist()
-    b = read_table(tmp_path, "2024-03-01", "sentences").to_pylist()
+    a = read_snapshot_table(tmp_path, "2024-01-01", "sentences").to_pylist()
+    b = read_snapshot_table(tmp_path, "2024-03-01", "sentences").to_pylist()
     assert a == b
     forced = build_snapshot(source, SELECTION, date(2024, 1, 1), tmp_path, force=True, **kw)
     assert not forced.already_built and forced.sentences == first.sentences
@@ -118,8 +118,8 @@ def test_crash_mid_build_resumes_without_refetching(tmp_path: Path, splitter) ->
     clean = tmp_path / "clean"
     build_snapshot(inner, SELECTION, date(2024, 6, 1), clean, **kw)
     for name in ("articles", "sentences"):
-        got = read_table(tmp_path, "2024-06-01", name).to_pylist()
-        assert got == read_table(clean, "2024-06-01", name).to_pylist()
+        got = read_snapshot_table(tmp_path, "2024-06-01", name).to_pylist()
+        assert got == read_snapshot_table(clean, "2024-06-01", name).to_pylist()
     assert not (snapshot_dir(tmp_path, "2024-06-01") / "_work").exists()
     stored = json.loads((snapshot_dir(tmp_path, "2024-06-01") / "snapshot.json").read_text())
     assert stored["articles"] == 4

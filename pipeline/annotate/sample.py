@@ -37,8 +37,13 @@ from pipeline.annotate import (
     release_annotations_dir,
 )
 from pipeline.errors import WikidriftError
-from pipeline.release import check_release, list_releases, read_manifest, read_release_table
-from pipeline.snapshot import read_table
+from pipeline.layout import (
+    check_release,
+    list_releases,
+    read_manifest,
+    read_release_table,
+    read_snapshot_table,
+)
 from pipeline.storage import write_json_atomic, write_text_atomic
 
 # Old sentences shown on each side of an anchor (a matched old sentence).
@@ -160,21 +165,23 @@ class _TaskBuilder:
         ids = sorted(pages)
         cols = ["page_id", "sent_idx", "para_idx", "section", "text"]
         self.old_sents = _by_page(
-            read_table(workdir, old, "sentences", page_ids=ids, columns=cols).to_pylist()
+            read_snapshot_table(workdir, old, "sentences", page_ids=ids, columns=cols).to_pylist()
         )
         self.new_sents = _by_page(
-            read_table(workdir, release, "sentences", page_ids=ids, columns=cols).to_pylist()
+            read_snapshot_table(
+                workdir, release, "sentences", page_ids=ids, columns=cols
+            ).to_pylist()
         )
         art_cols = ["page_id", "title", "revision_id"]
         self.old_articles = {
             a["page_id"]: a
-            for a in read_table(
+            for a in read_snapshot_table(
                 workdir, old, "articles", page_ids=ids, columns=art_cols
             ).to_pylist()
         }
         self.new_articles = {
             a["page_id"]: a
-            for a in read_table(
+            for a in read_snapshot_table(
                 workdir, release, "articles", page_ids=ids, columns=art_cols
             ).to_pylist()
         }

@@ -62,6 +62,7 @@ from pipeline.annotate import (
     release_annotations_dir,
 )
 from pipeline.errors import WikidriftError
+from pipeline.storage import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -105,15 +106,6 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _fsync_dir(directory: Path) -> None:
-    # A new file's directory entry is only durable once the directory is fsynced too.
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def append_line_durably(path: Path, line: str) -> None:
     """Append one line to ``path`` and fsync it; the caller holds the file's lock."""
     data = line.encode("utf-8")
@@ -131,7 +123,7 @@ def append_line_durably(path: Path, line: str) -> None:
     finally:
         os.close(fd)
     if created:
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)  # a new file's directory entry
 
 
 class AnnotationStore:
@@ -253,17 +245,17 @@ class OldArticles:
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
-        from pipeline.snapshot import read_table
+        from pipeline.layout import read_snapshot_table
 
         try:
-            sents = read_table(
+            sents = read_snapshot_table(
                 self.workdir,
                 snapshot,
                 "sentences",
                 page_ids=[page_id],
                 columns=["page_id", "sent_idx", "section", "text"],
             ).to_pylist()
-            arts = read_table(
+            arts = read_snapshot_table(
                 self.workdir,
                 snapshot,
                 "articles",

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.errors import WikidriftError
-from pipeline.snapshot import list_snapshots, read_table
+from pipeline.layout import list_snapshots, read_snapshot_table
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def build_corpus(workdir: str | Path, until: str) -> list[Passage]:
     dates = corpus_snapshots(str(workdir), until)
     seen: dict[str, dict] = {}
     for snap in dates:
-        articles = read_table(workdir, snap, "articles", columns=["page_id", "title"])
+        articles = read_snapshot_table(workdir, snap, "articles", columns=["page_id", "title"])
         titles = dict(
             zip(
                 articles.column("page_id").to_pylist(),
@@ -92,7 +92,7 @@ def build_corpus(workdir: str | Path, until: str) -> list[Passage]:
                 strict=True,
             )
         )
-        sentences = read_table(
+        sentences = read_snapshot_table(
             workdir, snap, "sentences", columns=["page_id", "para_idx", "sent_idx", "text"]
         )
         for (page_id, _), texts in _paragraphs(sentences).items():

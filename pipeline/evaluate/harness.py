@@ -17,18 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pipeline.evaluate.metrics as metrics
 from pipeline import progress
 from pipeline.config import EvaluateConfig
 from pipeline.errors import WikidriftError
-from pipeline.evaluate import metrics
 from pipeline.evaluate.corpus import build_corpus, corpus_snapshots
 from pipeline.evaluate.retrievers import Hit, make_retriever
 from pipeline.generate.prompts import load_prompt
+from pipeline.layout import check_release, read_release_table, release_dir
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
-from pipeline.release import check_release, read_release_table, release_dir
+from pipeline.schemas import KINDS as ALL_KINDS
 
-KINDS = ("qa", "dialogue", "temporal_qa", "timelines")
+# The release tables an evaluation asks, by kind.
+KINDS = tuple(k.table for k in ALL_KINDS if k.evaluated)
 TYPES = ("unchanged", "new", "changed")
 NO_PASSAGES = "(none: answer from what you know)"
 CONVERSATION_START = "(the conversation starts here)"

@@ -7,7 +7,7 @@
 - :mod:`pipeline.generate.items`: item records, Parquet schemas, stable ids.
 - :mod:`pipeline.generate.contradiction`: the LLM check of changed sentence pairs.
 - :mod:`pipeline.generate.stage`: the stage that runs it all and writes
-  ``<workdir>/generated/<snapshot>/``; checks live in :mod:`pipeline.validate`.
+  ``<workdir>/generated/<snapshot>/``; checks live in :mod:`pipeline.generate.validate`.
 """
 
 from pipeline.generate.contradiction import LLMContradictionChecker
@@ -32,13 +32,9 @@ from pipeline.generate.selection import (
     is_informative,
     select_paragraphs,
 )
-from pipeline.generate.stage import (
-    GenerationSummary,
-    generate_items,
-    generated_dir,
-    read_generated,
-    read_generation_summary,
-)
+from pipeline.generate.stage import generate_items
+from pipeline.layout import generated_dir, read_generated, read_generation_summary
+from pipeline.markers import GenerationSummary
 
 __all__ = [
     "PROMPT_NAMES",

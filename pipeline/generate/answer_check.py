@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pipeline.generate.items import QAItem
 from pipeline.generate.prompts import load_prompt
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.validate import normalize_answer
+from pipeline.text_checks import normalize_answer
 
 # Token F1 at which a differently cut answer ("the Ballon d'Or" / "Ballon d'Or 2023") counts
 # as the same answer; SQuAD-style evaluations use the same measure.

@@ -29,7 +29,7 @@ from pipeline.generate.items import (
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
 from pipeline.generate.selection import Article, Paragraph
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.validate import supporting_sentence
+from pipeline.text_checks import supporting_sentence
 
 
 @dataclass(eq=False)

@@ -18,90 +18,13 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.models.llm.base import LLMResponse
-
-SCHEMA_VERSION = 1
+from pipeline.schemas import (
+    GENERATED_TABLES,
+)
 
 QA_TYPES = ("new", "changed")
 QA_ORIGINS = ("initial", "new_sentences", "changed_sentence")
 TURN_TYPES = ("new", "changed", "unchanged")
-
-QA_SCHEMA = pa.schema(
-    [
-        ("item_id", pa.string()),
-        ("page_id", pa.int64()),
-        ("title", pa.string()),
-        ("snapshot", pa.string()),
-        ("type", pa.string()),
-        ("origin", pa.string()),
-        ("question", pa.string()),
-        ("answer", pa.string()),
-        ("previous_answer", pa.string()),
-        ("evidence_sent_idx", pa.list_(pa.int32())),
-        ("evidence_text", pa.string()),
-        ("old_evidence_sent_idx", pa.list_(pa.int32())),
-        ("old_evidence_text", pa.string()),
-        ("previous_snapshot", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("generator", pa.string()),
-        ("raw_output", pa.string()),
-    ]
-)
-DIALOGUE_SCHEMA = pa.schema(
-    [
-        ("dialogue_id", pa.string()),
-        ("turn_id", pa.string()),
-        ("turn_idx", pa.int32()),
-        ("n_turns", pa.int32()),
-        ("page_id", pa.int64()),
-        ("title", pa.string()),
-        ("snapshot", pa.string()),
-        ("para_idx", pa.int32()),
-        ("user", pa.string()),
-        ("expert", pa.string()),
-        ("evidence_sent_idx", pa.list_(pa.int32())),
-        ("evidence_text", pa.string()),
-        ("type", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("generator", pa.string()),
-    ]
-)
-QUADRUPLES_SCHEMA = pa.schema(
-    [
-        ("item_id", pa.string()),
-        ("page_id", pa.int64()),
-        ("title", pa.string()),
-        ("snapshot", pa.string()),
-        ("subject", pa.string()),
-        ("relation", pa.string()),
-        ("object", pa.string()),
-        ("timestamp", pa.string()),
-        ("observed_at", pa.string()),
-        ("evidence_sent_idx", pa.list_(pa.int32())),
-        ("evidence_text", pa.string()),
-        ("type", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("generator", pa.string()),
-    ]
-)
-REJECTS_SCHEMA = pa.schema(
-    [
-        ("kind", pa.string()),
-        ("page_id", pa.int64()),
-        ("snapshot", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("purpose", pa.string()),
-        ("item_json", pa.string()),
-        ("raw_output", pa.string()),
-        ("prompt_hash", pa.string()),
-    ]
-)
-TABLE_SCHEMAS: dict[str, pa.Schema] = {
-    "qa": QA_SCHEMA,
-    "dialogue": DIALOGUE_SCHEMA,
-    "quadruples": QUADRUPLES_SCHEMA,
-    "rejects": REJECTS_SCHEMA,
-}
 
 
 def make_item_id(
@@ -324,7 +247,7 @@ def to_json(obj: Any) -> str:
 
 def rows_table(rows: list[dict[str, Any]], name: str) -> pa.Table:
     """A table of ``name`` ("qa", "dialogue", "quadruples", "rejects") from row dicts."""
-    schema = TABLE_SCHEMAS[name]
+    schema = GENERATED_TABLES[name]
     return pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
 
 

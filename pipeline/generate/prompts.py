@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from pipeline import package_path
+from pipeline.dates import MONTH_NAMES
 from pipeline.models.llm.base import LLMRequest
 
 PROMPTS_DIR = package_path("prompts")
@@ -286,7 +287,7 @@ MAX_CHARS: dict[str, int] = {
     "reason": 240,
 }
 _LISTS = {"evidence", "turns", "quadruples"}
-_MONTHS = "(January|February|March|April|May|June|July|August|September|October|November|December)"
+_MONTHS = "(" + "|".join(MONTH_NAMES) + ")"  # a regex group of the month names
 # A quadruple's timestamp as English prose writes a date (pipeline.generate.quadruples turns it
 # into ISO): free text lets a small model put "2013 to 2016" in the field, and an ISO form lets
 # it pad "2013" to "2013-01-01". Digits are spelled [0-9]: llama.cpp's grammar converter

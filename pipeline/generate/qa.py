@@ -29,8 +29,9 @@ from pipeline.generate.items import (
 )
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
 from pipeline.generate.selection import Article, ChangedPair, NewGroup, Paragraph, source_context
+from pipeline.generate.validate import REASONS
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.validate import REASONS, answer_sentence
+from pipeline.text_checks import answer_sentence
 
 NO_CONTEXT = "(none)"
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from pipeline.config import GenerationConfig
 from pipeline.models.embedder import Embedder
-from pipeline.validate import normalize_answer
+from pipeline.text_checks import normalize_answer
 
 CHANGED, NEW, UNCHANGED, UNLABELED = "changed", "new", "unchanged", "unlabeled"
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -38,16 +37,7 @@ from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
 from pipeline.generate.answer_check import answer_checks, disagreements
 from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
-from pipeline.generate.items import (
-    SCHEMA_VERSION,
-    TABLE_SCHEMAS,
-    Dialogue,
-    QAItem,
-    Quadruple,
-    Reject,
-    rows_table,
-    to_json,
-)
+from pipeline.generate.items import Dialogue, QAItem, Quadruple, Reject, rows_table, to_json
 from pipeline.generate.prompts import prompt_hashes
 from pipeline.generate.qa import (
     QATask,
@@ -70,84 +60,38 @@ from pipeline.generate.selection import (
     group_new_sentences,
     select_paragraphs,
 )
-from pipeline.labeling import labels_dir, read_labels
-from pipeline.layout import (
-    done_before,
-    output_fingerprints,
-    own_marker,
-    read_marker,
-    verified_inputs,
-)
-from pipeline.models.embedder import Embedder
-from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
-from pipeline.shards import ShardedOutput, chunked
-from pipeline.snapshot import is_complete, read_table, snapshot_dir
-from pipeline.storage import read_parquet, write_json_atomic
-from pipeline.validate import (
+from pipeline.generate.validate import (
     GroundingNLI,
     ItemValidator,
     quadruple_key,
     question_key,
     split_duplicates,
 )
+from pipeline.layout import (
+    done_before,
+    generated_dir,
+    is_complete,
+    labels_dir,
+    output_fingerprints,
+    own_marker,
+    read_generated,
+    read_labels,
+    read_snapshot_table,
+    snapshot_dir,
+    verified_inputs,
+)
+from pipeline.markers import GenerationSummary
+from pipeline.models.embedder import Embedder
+from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
+from pipeline.schemas import GENERATED_SCHEMA_VERSION, GENERATED_TABLES
+from pipeline.shards import ShardedOutput, chunked
+from pipeline.stage import Stage, Tools, run_stage
+from pipeline.storage import write_json_atomic
 
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
 GENERATOR_VERSION = "generate-3"
-OUTPUT_TABLES = ("qa", "dialogue", "quadruples", "rejects")
-
-
-@dataclass
-class GenerationSummary:
-    """What a generation run made (also ``run.json``)."""
-
-    snapshot: str
-    previous: str | None
-    inputs_digest: str
-    articles: dict[str, int] = field(default_factory=dict)
-    requests: dict[str, int] = field(default_factory=dict)
-    counts: dict[str, dict[str, int]] = field(default_factory=dict)
-    rejects: dict[str, int] = field(default_factory=dict)
-    rejects_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
-    llm: dict[str, Any] = field(default_factory=dict)
-    prompt_hashes: dict[str, str] = field(default_factory=dict)
-    embedder: str = ""
-    seconds: float = 0.0
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    skipped: bool = False
-
-    @property
-    def kept(self) -> int:
-        """Items kept: questions + dialogue turns + quadruples."""
-        return sum(self.counts.get(k, {}).get("total", 0) for k in ("qa", "dialogue", "quadruples"))
-
-    def line(self) -> str:
-        """One line for the CLI."""
-        c = self.counts
-        state = " (already generated)" if self.skipped else f" in {self.seconds:.1f}s"
-        return (
-            f"{self.snapshot}: qa={c.get('qa', {}).get('total', 0)} "
-            f"dialogues={c.get('dialogue', {}).get('dialogues', 0)} "
-            f"turns={c.get('dialogue', {}).get('total', 0)} "
-            f"quadruples={c.get('quadruples', {}).get('total', 0)} "
-            f"rejects={sum(self.rejects.values())} "
-            f"llm_requests={self.llm.get('requests', 0)}{state}"
-        )
-
-
-def generated_dir(workdir: str | Path, snapshot: str) -> Path:
-    """``<workdir>/generated/<snapshot>``."""
-    return Path(workdir) / "generated" / str(snapshot)
-
-
-def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSummary:
-    """The stored summary of a finished generation run."""
-    path = generated_dir(workdir, snapshot) / "run.json"
-    if not path.exists():
-        raise WikidriftError(f"no generation run for {snapshot} in {workdir}")
-    return read_marker(path, GenerationSummary)
 
 
 def _inputs_digest(
@@ -202,10 +146,10 @@ def load_articles(
     workdir: str | Path, snapshot: str, page_ids: list[int] | None = None
 ) -> list[Article]:
     """The articles of a snapshot with their sentences, in the snapshot's article order."""
-    arts = read_table(
+    arts = read_snapshot_table(
         workdir, snapshot, "articles", page_ids=page_ids, columns=["page_id", "title"]
     )
-    sents = read_table(
+    sents = read_snapshot_table(
         workdir,
         snapshot,
         "sentences",
@@ -239,7 +183,9 @@ def attach_labels(
     """Split articles into (initial: absent from ``previous``, updated: labels attached,
     count of articles skipped for lack of labels)."""
     old_ids = set(
-        read_table(workdir, previous, "articles", columns=["page_id"])["page_id"].to_pylist()
+        read_snapshot_table(workdir, previous, "articles", columns=["page_id"])[
+            "page_id"
+        ].to_pylist()
     )
     labels = read_labels(
         workdir, previous, snapshot, page_ids=[a.page_id for a in articles]
@@ -525,6 +471,8 @@ class GenerationJob:
     page_order: tuple[int, ...]
     shard_pages: int = 200
     inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
+    generator: str = ""  # "<backend id>:<model>", recorded in run.json
+    embedder_id: str = ""  # the embedder that selected sentences, recorded in run.json
 
     @property
     def out(self) -> Path:
@@ -537,8 +485,8 @@ class GenerationJob:
     def shards(self, *, attach: bool = False) -> ShardedOutput:
         return ShardedOutput(
             self.out,
-            {name: TABLE_SCHEMAS[name] for name in OUTPUT_TABLES},
-            schema_version=SCHEMA_VERSION,
+            dict(GENERATED_TABLES),
+            schema_version=GENERATED_SCHEMA_VERSION,
             request={"inputs_digest": self.inputs_digest, "shard_pages": self.shard_pages},
             attach=attach,
             table_prefix="generated_",
@@ -565,19 +513,29 @@ def plan_generation(
     digest, inputs = _inputs_digest(
         workdir, snapshot, previous, backend, embedder, cfg, page_ids, grounding_nli
     )
-    order = read_table(workdir, snapshot, "articles", columns=["page_id"])["page_id"].to_pylist()
+    order = read_snapshot_table(workdir, snapshot, "articles", columns=["page_id"])[
+        "page_id"
+    ].to_pylist()
     if page_ids is not None:
         wanted = set(page_ids)
         order = [p for p in order if p in wanted]
     return GenerationJob(
-        str(workdir), snapshot, previous, digest, tuple(order), shard_pages, inputs=inputs
+        str(workdir),
+        snapshot,
+        previous,
+        digest,
+        tuple(order),
+        shard_pages,
+        inputs=inputs,
+        generator=f"{backend.backend_id}:{backend.model}",
+        embedder_id=getattr(embedder, "model_id", type(embedder).__name__),
     )
 
 
 def prepare_generation(job: GenerationJob, *, force: bool = False) -> GenerationSummary | None:
     """The stored summary when this generation ran with the same inputs (and not ``force``);
     otherwise set up the work area (keeping finished shards) and return None."""
-    done = all((job.out / f"{name}.parquet").exists() for name in OUTPUT_TABLES)
+    done = all((job.out / f"{name}.parquet").exists() for name in GENERATED_TABLES)
     stored = own_marker(job.out / "run.json", GenerationSummary) if done and not force else None
     if done_before(stored, job.inputs_digest, job.out):
         stored.skipped = True
@@ -672,9 +630,7 @@ def _type_counts(table: pa.Table) -> dict[str, int]:
     return dict(Counter(table["type"].to_pylist())) | {"total": table.num_rows}
 
 
-def finalize_generation(
-    job: GenerationJob, *, backend_label: str, embedder_id: str, seconds: float = 0.0
-) -> GenerationSummary:
+def finalize_generation(job: GenerationJob, *, seconds: float = 0.0) -> GenerationSummary:
     """Merge the finished shards into the output tables and write ``run.json`` (last)."""
     shards = job.shards(attach=True)
     parts = shards.completed()
@@ -683,7 +639,7 @@ def finalize_generation(
             f"generation {job.snapshot}: {len(job.parts()) - len(parts)} shard(s) not finished"
         )
     shards.finalize()
-    tables = {name: read_generated(job.workdir, job.snapshot, name) for name in OUTPUT_TABLES}
+    tables = {name: read_generated(job.workdir, job.snapshot, name) for name in GENERATED_TABLES}
     usage: Counter = Counter()
     articles: Counter = Counter()
     requests: Counter = Counter()
@@ -712,7 +668,7 @@ def finalize_generation(
         rejects=dict(sorted(Counter(r["reason"] for r in rejects).items())),
         rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
         llm={
-            "generator": backend_label,
+            "generator": job.generator,
             "batches": usage["batches"],
             "requests": usage["requests"],
             "prompt_tokens": usage["prompt_tokens"],
@@ -722,14 +678,32 @@ def finalize_generation(
             "errors": usage["errors"],
         },
         prompt_hashes=prompt_hashes(),
-        embedder=embedder_id,
+        embedder=job.embedder_id,
         seconds=round(seconds, 3),
         inputs=job.inputs,
-        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in OUTPUT_TABLES]),
+        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in GENERATED_TABLES]),
     )
     write_json_atomic(job.out / "run.json", asdict(summary))
     shards.cleanup()
     return summary
+
+
+GENERATE_STAGE: Stage[GenerationJob, GenerationSummary] = Stage(
+    name="generate",
+    unit="LLM request",  # the backend reports requests as they are planned and answered
+    prepare=lambda job, force: prepare_generation(job, force=force),
+    part_sizes=lambda job: [0] * len(job.parts()),
+    run_part=lambda job, index, tools: generate_part(
+        job,
+        index,
+        backend=tools.backend,
+        embedder=tools.embedder,
+        cfg=tools.generation,
+        grounding_nli=tools.grounding_nli,
+        progress=tools.notes,
+    ),
+    finalize=lambda job, results, seconds: finalize_generation(job, seconds=seconds),
+)
 
 
 def generate_items(
@@ -746,49 +720,33 @@ def generate_items(
     progress: Callable[[str], None] | None = None,
     shard_pages: int = 200,
 ) -> GenerationSummary:
-    """Generate, validate and store the QA, dialogue and quadruple items of ``snapshot``.
-    ``previous=None`` = first snapshot (initial generation for every article); a finished run
-    with the same inputs is returned as stored (``skipped``) unless ``force``; an interrupted
-    run resumes at its first unfinished shard (the Prefect flow runs shards in parallel)."""
-    started = time.monotonic()
-    job = plan_generation(
-        workdir,
-        snapshot,
-        previous=previous,
-        backend=backend,
-        embedder=embedder,
-        cfg=cfg,
-        page_ids=page_ids,
-        grounding_nli=grounding_nli,
-        shard_pages=shard_pages,
-    )
-    stored = prepare_generation(job, force=force)
-    if stored is not None:
-        return stored
-    for index in range(len(job.parts())):
-        generate_part(
-            job,
-            index,
+    """Generate, validate and store the QA, dialogue and quadruple items of ``snapshot`` (the
+    generate stage, run in this process). ``previous=None`` = first snapshot (initial
+    generation for every article); a finished run with the same inputs is returned as stored
+    (``skipped``) unless ``force``; an interrupted run resumes at its first unfinished shard
+    (the Prefect flow runs shards in parallel). ``progress`` receives a note per request
+    batch."""
+    return run_stage(
+        GENERATE_STAGE,
+        lambda: plan_generation(
+            workdir,
+            snapshot,
+            previous=previous,
             backend=backend,
             embedder=embedder,
             cfg=cfg,
+            page_ids=page_ids,
             grounding_nli=grounding_nli,
-            progress=progress,
-        )
-    return finalize_generation(
-        job,
-        backend_label=f"{backend.backend_id}:{backend.model}",
-        embedder_id=getattr(embedder, "model_id", type(embedder).__name__),
-        seconds=time.monotonic() - started,
-    )
-
-
-def read_generated(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
-    """One output table (``qa``, ``dialogue``, ``quadruples``, ``rejects``) of a finished run."""
-    if name not in OUTPUT_TABLES:
-        raise ValueError(f"unknown generated table {name!r}; one of {OUTPUT_TABLES}")
-    return read_parquet(
-        generated_dir(workdir, snapshot) / f"{name}.parquet",
-        expected_table=f"generated_{name}",
-        max_schema_version=SCHEMA_VERSION,
+            shard_pages=shard_pages,
+        ),
+        workdir=workdir,
+        tools=Tools(
+            backend=backend,
+            embedder=embedder,
+            generation=cfg,
+            grounding_nli=grounding_nli,
+            notes=progress,
+        ),
+        label=f"{snapshot} generate",
+        force=force,
     )

@@ -5,15 +5,21 @@
 - :mod:`pipeline.sources.dumps`: Wikimedia XML dumps (multistream + index, Range requests) or a
   local dump / Special:Export file.
 - :mod:`pipeline.sources.local`: a folder laid out like ``tests/data/wikisnap``.
+
+:data:`SOURCE_KINDS` is the one list of them: the names ``snapshot.source`` and ``--source``
+accept, what ``--input`` means for each, which work offline, and the function that builds each
+from the config. A builder is named by its module path and imported when it is used, so adding a
+source is its module and one line here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from pipeline.records import RawRevision
 
@@ -72,3 +78,36 @@ def snapshot_cutoff(snapshot_date: date) -> datetime:
 def parse_timestamp(ts: str) -> datetime:
     """Parse a MediaWiki ISO 8601 timestamp ("2023-12-31T18:49:52Z") into an aware datetime."""
     return datetime.fromisoformat(ts.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of snapshot source."""
+
+    name: str  # ``snapshot.source`` / ``--source``
+    input_help: str  # what ``snapshot.input`` / ``--input`` holds for it
+    offline: bool  # works from local files (suggested when a host does not resolve)
+    builder: str  # "module:function", (cfg, workdir, snapshot_date) -> (source, description)
+
+    def build_function(self) -> Callable[..., tuple[Any, str]]:
+        """The function that builds this source from the config."""
+        module, _, function = self.builder.partition(":")
+        return getattr(importlib.import_module(module), function)
+
+
+SOURCE_KINDS: tuple[SourceKind, ...] = (
+    SourceKind("api", "endpoint URL", False, "pipeline.sources.factory:api_source"),
+    SourceKind(
+        "dump",
+        "dump directory URL or local dump file",
+        True,
+        "pipeline.sources.dumps:dump_source",
+    ),
+    SourceKind(
+        "revisions-dir",
+        "folder with revisions/<page_id>/<date>.json",
+        True,
+        "pipeline.sources.local:revisions_dir_source",
+    ),
+)
+SOURCE_NAMES: tuple[str, ...] = tuple(k.name for k in SOURCE_KINDS)

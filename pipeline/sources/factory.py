@@ -7,10 +7,8 @@ from pathlib import Path
 
 from pipeline.config import Config
 from pipeline.errors import ConfigError
-from pipeline.sources import ArticleSelection, SnapshotSource
-from pipeline.sources.dumps import DumpSource
+from pipeline.sources import SOURCE_KINDS, ArticleSelection, SnapshotSource
 from pipeline.sources.limits import SourceLimits
-from pipeline.sources.local import RevisionsDirSource
 from pipeline.sources.mediawiki_api import (
     MediaWikiApiSource,
     MediaWikiClient,
@@ -41,34 +39,16 @@ def api_client(cfg: Config) -> MediaWikiClient:
 
 
 def make_source(cfg: Config, workdir: Path, *, snapshot_date: date) -> tuple[SnapshotSource, str]:
-    """The configured source and a short description of it (stored with the snapshot)."""
-    kind, value = cfg.snapshot.source, cfg.snapshot.input
-    if kind == "api":
-        client = api_client(cfg)
-        return MediaWikiApiSource(client, max_workers=cfg.api.max_workers), f"api:{client.endpoint}"
-    if kind == "revisions-dir":
-        if not value:
-            raise ConfigError(
-                "snapshot.input = '': the revisions-dir source needs --input FOLDER "
-                "(laid out as revisions/<page_id>/<date>.json)"
-            )
-        source = RevisionsDirSource(cfg.resolve_path(value), limits=source_limits(cfg))
-        return source, f"revisions-dir:{value}"
-    if not value:
-        raise ConfigError(
-            "snapshot.input = '': the dump source needs --input, a dump directory URL such as "
-            f"{cfg.dump.base_url}/{cfg.dump.wiki}/{snapshot_date:%Y%m%d}/ or a local dump file"
-        )
-    cache_dir = Path(cfg.dump.cache_dir) if cfg.dump.cache_dir else workdir / "cache" / "dumps"
-    source = DumpSource.from_input(
-        value,
-        cache_dir=cache_dir,
-        user_agent=cfg.api.user_agent,
-        max_retries=cfg.dump.max_retries,
-        timeout_s=cfg.dump.timeout_s,
-        limits=source_limits(cfg),
-    )
-    return source, f"dump:{value}"
+    """The configured source and a short description of it, ``<kind>:<input>`` (stored with
+    the snapshot: a rebuild compares the kind)."""
+    kind = next(k for k in SOURCE_KINDS if k.name == cfg.snapshot.source)  # config-checked
+    return kind.build_function()(cfg, workdir, snapshot_date)
+
+
+def api_source(cfg: Config, workdir: Path, snapshot_date: date) -> tuple[SnapshotSource, str]:
+    """The MediaWiki Action API source (``--input``: another endpoint)."""
+    client = api_client(cfg)
+    return MediaWikiApiSource(client, max_workers=cfg.api.max_workers), f"api:{client.endpoint}"
 
 
 def resolve_selection(cfg: Config) -> ArticleSelection:

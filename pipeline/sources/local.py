@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
-from pipeline.errors import SourceError
+from pipeline.config import Config
+from pipeline.errors import ConfigError, SourceError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title
+from pipeline.sources.factory import source_limits
 from pipeline.sources.limits import DEFAULT_LIMITS, SourceLimits
 
 log = logging.getLogger(__name__)
@@ -128,3 +130,18 @@ class RevisionsDirSource:
         self.unmatched = [t for k, t in wanted_titles.items() if k not in seen_titles]
         for title in self.unmatched:
             log.warning("revisions-dir %s: no article titled %r", self.root, title)
+
+
+def revisions_dir_source(
+    cfg: Config, workdir: Path, snapshot_date: date
+) -> tuple[RevisionsDirSource, str]:
+    """The source of ``--source revisions-dir`` (``--input``: the folder)."""
+    value = cfg.snapshot.input
+    if not value:
+        raise ConfigError(
+            "snapshot.input = '': the revisions-dir source needs --input FOLDER "
+            "(laid out as revisions/<page_id>/<date>.json)"
+        )
+    return RevisionsDirSource(cfg.resolve_path(value), limits=source_limits(cfg)), (
+        f"revisions-dir:{value}"
+    )

@@ -21,8 +21,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from email.utils import parsedate_to_datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import requests
 
 from pipeline.dates import MONTH_NAMES
 from pipeline.errors import ConfigError, SourceError, WikidriftError
+from pipeline.http_retry import retry_after_seconds
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, parse_timestamp, snapshot_cutoff
 from pipeline.sources.limits import DEFAULT_LIMITS, SourceLimits
@@ -287,7 +287,7 @@ class MediaWikiClient:
         self._count(wire or len(body), len(body))
 
         status = resp.status_code
-        retry_after = _parse_retry_after(resp.headers.get("Retry-After"))
+        retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
         data = _json_object(body)
         error = data.get("error") if isinstance(data, dict) else None
         code = str(error.get("code", "")) if isinstance(error, dict) else ""
@@ -453,24 +453,6 @@ def _json_object(body: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
-
-
-def _parse_retry_after(value: str | None) -> float | None:
-    """Retry-After as seconds: either delta-seconds or an HTTP date; None when absent/garbled."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _snippet(body: bytes, limit: int = 200) -> str:

@@ -29,6 +29,7 @@ from requests.adapters import HTTPAdapter
 
 from pipeline.errors import SourceError, UnknownHostError
 from pipeline.redact import without_credentials
+from pipeline.sources import SOURCE_KINDS
 
 # "Name or service not known" and "No address associated with hostname"; a resolver that is
 # only down answers EAI_AGAIN ("Temporary failure in name resolution"), which stays retried.
@@ -66,8 +67,9 @@ def unknown_host_error(what: str, url: str) -> UnknownHostError:
     host = urlsplit(url).hostname or url
     return UnknownHostError(
         f"{what}: cannot resolve host {host!r} ({url}): the name does not exist or this machine "
-        "has no network. Offline, snapshot from local files: --source revisions-dir or "
-        "--source dump with a local --input."
+        "has no network. Offline, snapshot from local files: "
+        + " or ".join(f"--source {k.name} ({k.input_help})" for k in SOURCE_KINDS if k.offline)
+        + "."
     )
 
 

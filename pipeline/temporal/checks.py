@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.ledger import normalize_key, read_items
-from pipeline.snapshot import sentence_texts
+from pipeline.fact_keys import normalize_key
+from pipeline.layout import read_items, sentence_texts
 from pipeline.temporal.tables import parse_sentence_id
 
 

@@ -17,7 +17,7 @@ from pipeline.generate.items import FieldError, field_value
 from pipeline.generate.prompts import load_prompt
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
 from pipeline.temporal.questions import QuestionSpec, spoken_date
-from pipeline.validate import (
+from pipeline.text_checks import (
     contains_normalized,
     content_words,
     dangling_reference,

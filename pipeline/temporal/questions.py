@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pipeline.dates import MONTH_NAMES
-from pipeline.ledger import normalize_key
+from pipeline.fact_keys import normalize_key
 
 CATEGORIES = ("C1", "C2", "C3")
 # Bridges through one entity grow as in-degree x out-degree; a hub (the article's own

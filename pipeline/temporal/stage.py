@@ -14,7 +14,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,88 +22,28 @@ import pyarrow as pa
 from pipeline.generate.prompts import load_prompt
 from pipeline.layout import (
     done_before,
+    ledger_dir,
     output_fingerprints,
     outputs_intact,
     own_marker,
+    previous_snapshot,
+    read_questions,
+    temporal_dir,
     verified_inputs,
 )
-from pipeline.ledger import ledger_dir, previous_snapshot
+from pipeline.markers import TemporalSummary
 from pipeline.models.llm.base import LLMBackend
+from pipeline.release_items import release_item_tables
+from pipeline.schemas import TEMPORAL_QUESTIONS_SCHEMA, TEMPORAL_SCHEMA_VERSION
+from pipeline.stage import Stage, Tools, run_stage
 from pipeline.storage import (
     publish_state_dir,
-    read_parquet,
     recover_state_dirs,
-    stage_lock,
     write_json_atomic,
     write_parquet_atomic,
 )
 from pipeline.temporal.phrasing import CHECKS_VERSION, PROMPT, phrase_questions, recheck
 from pipeline.temporal.questions import facts_from_rows, question_specs
-
-SCHEMA_VERSION = 1
-QUESTIONS_SCHEMA = pa.schema(
-    [
-        ("question_id", pa.string()),
-        ("category", pa.string()),
-        ("shape", pa.string()),
-        ("quadruple_ids", pa.list_(pa.string())),
-        ("answer", pa.list_(pa.string())),
-        ("answer_mode", pa.string()),
-        ("as_of", pa.string()),
-        ("question", pa.string()),
-        ("status", pa.string()),  # kept | rejected
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("created_snapshot", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("generator", pa.string()),
-    ]
-)
-
-
-@dataclass
-class TemporalSummary:
-    """What one run of the stage did (also ``state.json``)."""
-
-    snapshot: str
-    previous: str | None
-    inputs_digest: str
-    candidates: int = 0
-    carried: int = 0
-    phrased: int = 0
-    kept: dict[str, int] = field(default_factory=dict)
-    rejected: dict[str, int] = field(default_factory=dict)
-    deferred: int = 0
-    seconds: float = 0.0
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    already_done: bool = False
-
-    def line(self) -> str:
-        """One line for logs and the CLI."""
-        state = " (already done)" if self.already_done else ""
-        kept = sum(self.kept.values())
-        rejected = sum(self.rejected.values())
-        return (
-            f"temporal {self.snapshot}: candidates={self.candidates} carried={self.carried} "
-            f"phrased={self.phrased} kept={kept} rejected={rejected} "
-            f"deferred={self.deferred}{state}"
-        )
-
-
-def temporal_dir(workdir: str | Path, snapshot: str) -> Path:
-    """``<workdir>/temporal/<snapshot>``."""
-    return Path(workdir) / "temporal" / snapshot
-
-
-def read_questions(workdir: str | Path, snapshot: str) -> pa.Table | None:
-    """Every temporal question phrased up to ``snapshot`` (None if the stage never ran)."""
-    path = temporal_dir(workdir, snapshot) / "questions.parquet"
-    if not path.exists():
-        return None
-    return read_parquet(
-        path, expected_table="temporal_questions", max_schema_version=SCHEMA_VERSION
-    )
 
 
 def _digest(
@@ -124,6 +64,49 @@ def _digest(
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16], inputs
 
 
+@dataclass(frozen=True)
+class TemporalJob:
+    """One run of the temporal stage, as plain data."""
+
+    workdir: str
+    snapshot: str
+    previous: str | None
+    inputs_digest: str
+    inputs: dict[str, str]  # workdir path -> sha256
+    max_new: int
+
+    @property
+    def out(self) -> Path:
+        return temporal_dir(self.workdir, self.snapshot)
+
+
+def plan_temporal(workdir: str | Path, snapshot: str, *, max_new: int) -> TemporalJob:
+    """Describe the phrasing of the questions the facts at ``snapshot`` newly allow."""
+    workdir = Path(workdir)
+    previous = previous_snapshot(workdir, snapshot)
+    digest, inputs = _digest(workdir, snapshot, previous, max_new)
+    return TemporalJob(str(workdir), snapshot, previous, digest, inputs, max_new)
+
+
+def _stored(job: TemporalJob, force: bool) -> TemporalSummary | None:
+    stored = None if force else own_marker(job.out / "state.json", TemporalSummary)
+    if done_before(stored, job.inputs_digest, job.out):
+        stored.already_done = True
+        return stored
+    return None
+
+
+TEMPORAL_STAGE: Stage[TemporalJob, TemporalSummary] = Stage(
+    name="temporal",
+    unit="LLM request",  # the backend reports requests as they are planned and answered
+    prepare=_stored,
+    part_sizes=lambda job: [0],
+    run_part=lambda job, index, tools: _phrase(job, tools.backend),
+    finalize=lambda job, results, seconds: results[0],
+    recover=lambda workdir: recover_state_dirs(workdir / "temporal"),
+)
+
+
 def phrase_temporal_questions(
     workdir: str | Path,
     snapshot: str,
@@ -135,27 +118,22 @@ def phrase_temporal_questions(
     """Phrase the temporal questions the facts at ``snapshot`` newly allow (at most
     ``max_new``; the rest wait for the next run) and store them with every earlier one.
     Holds the workdir's temporal lock."""
-    workdir = Path(workdir)
-    with stage_lock(workdir, "temporal"):
-        recover_state_dirs(workdir / "temporal")
-        return _phrase(workdir, snapshot, backend, max_new=max_new, force=force)
+    return run_stage(
+        TEMPORAL_STAGE,
+        lambda: plan_temporal(workdir, snapshot, max_new=max_new),
+        workdir=workdir,
+        tools=Tools(backend=backend),
+        label=f"{snapshot} temporal questions",
+        force=force,
+    )
 
 
-def _phrase(
-    workdir: Path, snapshot: str, backend: LLMBackend, *, max_new: int, force: bool
-) -> TemporalSummary:
-    from pipeline.release import release_item_tables
-
+def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
     started = time.monotonic()
-    previous = previous_snapshot(workdir, snapshot)
+    workdir, snapshot, previous = Path(job.workdir), job.snapshot, job.previous
     generator = f"{backend.backend_id}:{backend.model}"
-    digest, inputs = _digest(workdir, snapshot, previous, max_new)
-    out = temporal_dir(workdir, snapshot)
+    digest, inputs, max_new, out = job.inputs_digest, job.inputs, job.max_new, job.out
     mine = own_marker(out / "state.json", TemporalSummary)
-    stored = None if force else mine
-    if done_before(stored, digest, out):
-        stored.already_done = True
-        return stored
 
     # Questions phrased before: at the previous snapshot, and by an earlier run at this one
     # (a run that deferred some, or a re-run after the ledger changed) unless that run's
@@ -216,10 +194,10 @@ def _phrase(
 def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> None:
     def write(tmp: Path) -> None:
         write_parquet_atomic(
-            pa.Table.from_pylist(rows, schema=QUESTIONS_SCHEMA),
+            pa.Table.from_pylist(rows, schema=TEMPORAL_QUESTIONS_SCHEMA),
             tmp / "questions.parquet",
             table_name="temporal_questions",
-            schema_version=SCHEMA_VERSION,
+            schema_version=TEMPORAL_SCHEMA_VERSION,
         )
         summary.outputs = output_fingerprints(tmp, ["questions.parquet"])
         write_json_atomic(tmp / "state.json", asdict(summary))

@@ -26,77 +26,17 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.labeling import read_labels
-from pipeline.ledger import (
+from pipeline.fact_keys import normalize_key
+from pipeline.layout import (
     ledger_snapshots,
-    normalize_key,
     previous_snapshot,
     read_evidence,
     read_items,
+    read_labels,
+    read_questions,
 )
+from pipeline.schemas import RELATIONS_SCHEMA, TEMPORAL_QA_SCHEMA, TIMELINES_SCHEMA
 from pipeline.temporal.questions import Fact, QuestionSpec, current_spec, facts_from_rows
-from pipeline.temporal.stage import read_questions
-
-TEMPORAL_QA_SCHEMA = pa.schema(
-    [
-        ("question_id", pa.string()),
-        ("category", pa.string()),
-        ("shape", pa.string()),
-        ("question", pa.string()),
-        ("answer", pa.list_(pa.string())),
-        ("answer_mode", pa.string()),
-        ("as_of", pa.string()),
-        ("valid_from", pa.string()),
-        ("valid_to", pa.string()),
-        ("quadruple_ids", pa.list_(pa.string())),
-        ("page_ids", pa.list_(pa.int64())),
-        ("titles", pa.list_(pa.string())),
-        ("evidence_text", pa.list_(pa.string())),
-        ("type", pa.string()),
-        ("created_snapshot", pa.string()),
-        ("prompt_hash", pa.string()),
-        ("generator", pa.string()),
-    ]
-)
-TIMELINES_SCHEMA = pa.schema(
-    [
-        ("question_id", pa.string()),
-        ("question", pa.string()),
-        ("source", pa.string()),  # qa_chain | fact_chain
-        ("page_id", pa.int64()),
-        ("title", pa.string()),
-        ("interval_idx", pa.int32()),
-        ("interval_start", pa.string()),
-        ("interval_end", pa.string()),  # null: still open at this release
-        ("answer", pa.string()),
-        ("evidence_id", pa.string()),
-        ("evidence_text", pa.string()),
-    ]
-)
-RELATIONS_SCHEMA = pa.schema(
-    [
-        ("relation_id", pa.string()),
-        ("type", pa.string()),  # updates | contradicts | supports
-        ("rule", pa.string()),
-        ("source_kind", pa.string()),  # sentence | quadruple
-        ("source_id", pa.string()),
-        ("source_snapshot", pa.string()),
-        ("source_time", pa.string()),
-        ("source_text", pa.string()),
-        ("target_kind", pa.string()),
-        ("target_id", pa.string()),
-        ("target_snapshot", pa.string()),
-        ("target_time", pa.string()),
-        ("target_text", pa.string()),
-        ("page_id", pa.int64()),
-        ("observed_at", pa.string()),
-    ]
-)
-TEMPORAL_SCHEMAS = {
-    "temporal_qa": TEMPORAL_QA_SCHEMA,
-    "timelines": TIMELINES_SCHEMA,
-    "relations": RELATIONS_SCHEMA,
-}
 
 
 def sentence_id(snapshot: str, page_id: int, idx: Sequence[int]) -> str:

@@ -81,7 +81,7 @@ def served(released_workdir: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]
     root = tmp_path / "ann"
     sample_tasks(released_workdir, RELEASE, per_label=4, seed=21, annotations_root=root)
     stderr = (tmp_path / "serve.stderr").open("w")
-    cmd = [sys.executable, "-m", "pipeline.cli", "annotate", "serve", "--release", RELEASE]
+    cmd = [sys.executable, "-m", "wikidrift.cli", "annotate", "serve", "--release", RELEASE]
     cmd += ["--workdir", str(released_workdir), "--annotations-dir", str(root), "--port", "0"]
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:

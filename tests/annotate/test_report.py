@@ -17,7 +17,7 @@ from pipeline.annotate.report import (
     majority_vote,
     render_markdown,
 )
-from pipeline.cli import main
+from wikidrift.cli import main
 
 S, N, U = "supported", "not_supported", "uncertain"
 

@@ -10,12 +10,11 @@ import pytest
 
 from pipeline.annotate import TASKS_FILE, public_task, read_tasks
 from pipeline.annotate.sample import _anchors, build_sample, sample_tasks
-from pipeline.cli import main
 from pipeline.errors import WikidriftError
-from pipeline.release import read_manifest, read_release_table
-from pipeline.snapshot import read_table
+from pipeline.layout import read_manifest, read_release_table, read_snapshot_table
 from tests.annotate import FIRST_RELEASE, RELEASE
 from tests.conftest import copy_workdir
+from wikidrift.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -96,13 +95,13 @@ def test_context_really_from_the_old_snapshot(
     cols = ["page_id", "sent_idx", "section", "text"]
     old = {
         (s["page_id"], s["sent_idx"]): s
-        for s in read_table(
+        for s in read_snapshot_table(
             released_workdir, FIRST_RELEASE, "sentences", page_ids=pages, columns=cols
         ).to_pylist()
     }
     new = {
         (s["page_id"], s["sent_idx"]): s
-        for s in read_table(
+        for s in read_snapshot_table(
             released_workdir, RELEASE, "sentences", page_ids=pages, columns=cols
         ).to_pylist()
     }

@@ -13,7 +13,7 @@ import pipeline.annotate.server as server_mod
 from pipeline.annotate import JUDGMENT_LABELS, read_judgments, read_tasks
 from pipeline.annotate.sample import sample_tasks
 from pipeline.annotate.server import AnnotationServer
-from pipeline.snapshot import read_table
+from pipeline.layout import read_snapshot_table
 from tests.annotate import FIRST_RELEASE, RELEASE, copy_release_dir, http_request, read_jsonl
 
 
@@ -153,7 +153,7 @@ def test_old_article(server: AnnotationServer, released_workdir: Path, root: Pat
     )
     assert status == 200
     assert article["snapshot"] == FIRST_RELEASE and article["page_id"] == task["page_id"]
-    old = read_table(
+    old = read_snapshot_table(
         released_workdir, FIRST_RELEASE, "sentences", page_ids=[task["page_id"]]
     ).to_pylist()
     got = [(s["sent_idx"], s["text"]) for sec in article["sections"] for s in sec["sentences"]]

@@ -11,16 +11,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pipeline.cli import main
 from pipeline.config import EvaluateConfig
 from pipeline.evaluate import metrics
 from pipeline.evaluate.harness import evaluate_release
+from pipeline.layout import read_release_table, release_dir
 from pipeline.models.llm.base import LLMRequest
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.release import read_release_table, release_dir
 from pipeline.storage import write_parquet_atomic
 from tests.conftest import STAGE_DATES, copy_workdir, reseal_release
 from tests.servers.openai_server import OpenAIServer, last_user_text
+from wikidrift.cli import main
 
 RELEASE = STAGE_DATES[-1]
 

@@ -13,9 +13,9 @@ import pytest
 from lm_eval.tasks import TaskManager
 
 from pipeline.export_hf import export_hf
+from pipeline.layout import read_release_table
 from pipeline.models.llm.llamacpp_server import LlamaServer, ServerSettings
 from pipeline.models.llm.packaged import packaged_gguf
-from pipeline.release import read_release_table
 from tests.conftest import STAGE_DATES
 
 pytestmark = pytest.mark.slow

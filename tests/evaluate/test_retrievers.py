@@ -14,14 +14,14 @@ from pipeline.evaluate.retrievers import (
     TemporalRetriever,
     make_retriever,
 )
-from pipeline.snapshot import read_table
+from pipeline.layout import read_snapshot_table
 from tests.conftest import STAGE_DATES
 
 LAST = STAGE_DATES[-1]
 
 
 def _paragraph_texts(workdir: Path, date: str) -> set[str]:
-    rows = read_table(workdir, date, "sentences").to_pylist()
+    rows = read_snapshot_table(workdir, date, "sentences").to_pylist()
     paragraphs: dict[tuple[int, int], list[tuple[int, str]]] = {}
     for r in rows:
         paragraphs.setdefault((r["page_id"], r["para_idx"]), []).append((r["sent_idx"], r["text"]))

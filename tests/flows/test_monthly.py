@@ -18,8 +18,8 @@ import pytest
 from flows.monthly import monthly_dates, run_flow
 from flows.runner import task_runner
 from pipeline.config import Config
-from pipeline.labeling import read_label_summary
-from pipeline.release import list_releases, read_manifest, release_dir, verify_release
+from pipeline.layout import list_releases, read_label_summary, read_manifest, release_dir
+from pipeline.release_verify import verify_release
 from tests.conftest import REPO_ROOT, WIKISNAP
 from tests.flows.conftest import flow_config
 
@@ -173,15 +173,15 @@ def _warm_embedding_cache(reference: dict, workdir: Path) -> None:
     (shuffled groups of 5): the run mixes cached vectors with vectors it computes itself."""
     import random
 
+    from pipeline.layout import read_snapshot_table
     from pipeline.models.embedder import PACKAGED_MINILM, CachedEmbedder, load_embedder
     from pipeline.models.vector_cache import VectorCache
-    from pipeline.snapshot import read_table
 
     texts = sorted(
         {
             t
             for d in DATES
-            for t in read_table(reference["workdir"], d, "sentences")["text"].to_pylist()
+            for t in read_snapshot_table(reference["workdir"], d, "sentences")["text"].to_pylist()
         }
     )
     random.Random(3).shuffle(texts)
@@ -227,7 +227,7 @@ def test_monthly_dates() -> None:
 def test_cli_run_builds_the_configured_dates(
     reference: dict, llm_server, tmp_path: Path, capsys
 ) -> None:
-    from pipeline.cli import main
+    from wikidrift.cli import main
 
     config = tmp_path / "c.toml"
     config.write_text(

@@ -13,8 +13,8 @@ from pipeline.generate.items import Dialogue, Reject
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.selection import Article, dialogue_paragraphs, informative_paragraphs
 from pipeline.generate.stage import attach_labels, load_articles
+from pipeline.generate.validate import ItemValidator
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.validate import ItemValidator
 from tests.generate.conftest import NEW, OLD
 from tests.scripted_llm import good_answer, user_text
 

@@ -13,7 +13,8 @@ import pytest
 
 from pipeline import progress
 from pipeline.config import GenerationConfig
-from pipeline.generate.stage import generate_items, generated_dir
+from pipeline.generate.stage import generate_items
+from pipeline.layout import generated_dir
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.cache import CachedLLM, LLMCallCache
 from pipeline.models.llm.llamacpp import LlamaCppBackend

@@ -18,7 +18,7 @@ from pipeline.generate.quadruples import (
 from pipeline.generate.selection import Article
 from pipeline.generate.stage import attach_labels, load_articles
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.validate import is_iso_timestamp
+from pipeline.text_checks import is_iso_timestamp
 from tests.generate.conftest import NEW, OLD
 from tests.scripted_llm import good_answer, user_text
 

@@ -22,8 +22,8 @@ from pipeline.generate.selection import (
     source_context,
 )
 from pipeline.generate.stage import attach_labels, load_articles
+from pipeline.layout import read_snapshot_table
 from pipeline.models.embedder import Embedder
-from pipeline.snapshot import read_table
 from tests.generate.conftest import KARPATHY, NEW, OLD
 
 pytestmark = pytest.mark.slow  # builds and labels a real workdir (spaCy, MiniLM)
@@ -62,7 +62,7 @@ def _synthetic(labels: list[str], paras: list[int]) -> Article:
 def test_paragraphs_rebuild_the_sentence_table(
     new_articles: list[Article], gen_snapshots_dir: Path
 ) -> None:
-    rows = read_table(gen_snapshots_dir, NEW, "sentences").to_pylist()
+    rows = read_snapshot_table(gen_snapshots_dir, NEW, "sentences").to_pylist()
     for art in new_articles:
         mine = [r for r in rows if r["page_id"] == art.page_id]
         paragraphs = art.paragraphs()
@@ -139,7 +139,7 @@ def test_groups_and_pairs_on_real_labels(
 ) -> None:
     initial, updated = labeled
     assert [a.page_id for a in initial] == [KARPATHY]
-    old_rows = read_table(gen_source_workdir, OLD, "sentences").to_pylist()
+    old_rows = read_snapshot_table(gen_source_workdir, OLD, "sentences").to_pylist()
     old_text = {(r["page_id"], r["sent_idx"]): r["text"] for r in old_rows}
     n_groups = n_pairs = 0
     for art in updated:

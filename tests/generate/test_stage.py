@@ -15,19 +15,20 @@ from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.selection import is_elaboration, is_statement
-from pipeline.generate.stage import (
-    GenerationSummary,
-    generate_items,
+from pipeline.generate.stage import generate_items
+from pipeline.generate.validate import REASONS
+from pipeline.layout import (
     generated_dir,
     read_generated,
     read_generation_summary,
+    read_labels,
+    read_snapshot_table,
 )
-from pipeline.labeling import read_labels
+from pipeline.markers import GenerationSummary
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMRequest, LLMResponse, OnResponse
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.snapshot import read_table
-from pipeline.validate import REASONS, is_grounded, is_iso_timestamp, leaning_phrase
+from pipeline.text_checks import is_grounded, is_iso_timestamp, leaning_phrase
 from tests.conftest import SCRIPTED_GENERATION
 from tests.generate.conftest import ALL_IDS, KARPATHY, NEW, OLD, UPDATED_IDS
 from tests.scripted_llm import FaultyResponder, expected_reason, good_answer, title_of
@@ -93,7 +94,7 @@ def _table(runs: Runs, snapshot: str, name: str) -> list[dict]:
 
 
 def _sentences(workdir: Path, snapshot: str) -> dict[tuple[int, int], str]:
-    rows = read_table(workdir, snapshot, "sentences").to_pylist()
+    rows = read_snapshot_table(workdir, snapshot, "sentences").to_pylist()
     return {(r["page_id"], r["sent_idx"]): r["text"] for r in rows}
 
 

@@ -17,16 +17,14 @@ import pytest
 from pipeline.errors import ConfigError, DumpNotReadyError, IntegrityError, SourceError
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection
+from pipeline.sources.dump_client import DumpClient
+from pipeline.sources.dump_index import find_streams, index_path_for, parse_index_line
 from pipeline.sources.dumps import (
-    DumpClient,
     DumpSource,
     SelectionReport,
-    find_streams,
-    index_path_for,
     iter_dump_file,
     mediawiki_sha1,
     parse_dump_url,
-    parse_index_line,
 )
 from tests.conftest import load_wikisnap_revision
 from tests.servers.dump_server import (

@@ -22,7 +22,8 @@ import pytest
 
 from pipeline.errors import SourceError
 from pipeline.sources import ArticleSelection
-from pipeline.sources.dumps import DumpClient, DumpSource, iter_dump_file
+from pipeline.sources.dump_client import DumpClient
+from pipeline.sources.dumps import DumpSource, iter_dump_file
 from pipeline.sources.limits import DEFAULT_LIMITS, SourceLimits
 from pipeline.sources.local import RevisionsDirSource
 from pipeline.sources.mediawiki_api import MediaWikiApiSource, MediaWikiClient

@@ -9,8 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
-from email.utils import format_datetime
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from pipeline.sources.mediawiki_api import (
     SKIP_NOT_YET_CREATED,
     MediaWikiApiSource,
     MediaWikiClient,
-    _parse_retry_after,
     current_events_titles,
     read_article_list,
 )
@@ -332,13 +330,6 @@ def test_retry_after_is_capped_at_max_backoff(srv: MediaWikiApiServer, fake_time
     with make_client(srv, fake_time, max_backoff_s=10.0) as c:
         assert c.revision_at("3M", snapshot_date=date(2024, 1, 1)) is not None
     assert fake_time.sleeps == [10.0]
-
-
-def test_retry_after_as_http_date() -> None:
-    later = datetime.now(UTC) + timedelta(seconds=30)
-    assert 25 <= (_parse_retry_after(format_datetime(later, usegmt=True)) or 0) <= 31
-    assert _parse_retry_after("7") == 7.0
-    assert _parse_retry_after("soon") is None and _parse_retry_after(None) is None
 
 
 def test_dropped_connection_is_retried(

@@ -18,7 +18,8 @@ from prefect.states import Failed
 from flows.monthly import worth_retrying
 from pipeline.errors import ConfigError, SourceError, UnknownHostError
 from pipeline.sources import ArticleSelection
-from pipeline.sources.dumps import DumpClient, DumpSource
+from pipeline.sources.dump_client import DumpClient
+from pipeline.sources.dumps import DumpSource
 from pipeline.sources.mediawiki_api import MediaWikiClient
 from pipeline.sources.network import host_does_not_resolve
 

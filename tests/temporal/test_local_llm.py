@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
+from pipeline.layout import read_manifest, read_questions
 from pipeline.models.llm.llamacpp import LlamaCppBackend
-from pipeline.release import build_release, manifest_config, read_manifest, verify_release
+from pipeline.release import build_release, manifest_config
+from pipeline.release_verify import verify_release
 from pipeline.temporal.phrasing import REASONS
-from pipeline.temporal.stage import phrase_temporal_questions, read_questions
+from pipeline.temporal.stage import phrase_temporal_questions
 from tests.conftest import STAGE_DATES, copy_workdir
 from tests.generate.test_local_llm import ALIAS, start
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.layout import read_questions, temporal_dir
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.temporal.stage import phrase_temporal_questions, read_questions, temporal_dir
+from pipeline.temporal.stage import phrase_temporal_questions
 from tests.conftest import STAGE_DATES, copy_workdir
 from tests.scripted_llm import good_answer
 

@@ -8,17 +8,16 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.export_hf import export_hf, split_name
-from pipeline.ledger import read_items
-from pipeline.release import (
-    SCHEMA_VERSION,
-    SCHEMAS,
+from pipeline.layout import (
+    read_items,
     read_manifest,
     read_release_table,
-    release_diff,
+    read_snapshot_table,
     release_dir,
-    verify_release,
 )
-from pipeline.snapshot import read_table
+from pipeline.release_diff import release_diff
+from pipeline.release_verify import verify_release
+from pipeline.schemas import RELEASE_SCHEMA_VERSION, RELEASE_TABLES
 from pipeline.storage import write_parquet_atomic
 from pipeline.temporal.tables import parse_sentence_id
 from tests.conftest import STAGE_DATES, copy_workdir, reseal_release
@@ -34,8 +33,10 @@ def _rewrite(workdir: Path, snapshot: str, name: str, rows: list[dict]) -> None:
     """Replace a release table and fix its checksum, as a careful forger would."""
     out = release_dir(workdir, snapshot)
     path = out / f"{name}.parquet"
-    table = pa.Table.from_pylist(rows, schema=SCHEMAS[name])
-    write_parquet_atomic(table, path, table_name=f"release_{name}", schema_version=SCHEMA_VERSION)
+    table = pa.Table.from_pylist(rows, schema=RELEASE_TABLES[name].schema)
+    write_parquet_atomic(
+        table, path, table_name=f"release_{name}", schema_version=RELEASE_SCHEMA_VERSION
+    )
     reseal_release(workdir, snapshot)
 
 
@@ -116,7 +117,9 @@ def test_relations_link_existing_endpoints(released_workdir: Path) -> None:
                 assert r[f"{end}_id"].removeprefix("q:") in quads
                 continue
             snap, page, idx = parse_sentence_id(r[f"{end}_id"])
-            s = read_table(released_workdir, snap, "sentences", page_ids=[page]).to_pylist()
+            s = read_snapshot_table(
+                released_workdir, snap, "sentences", page_ids=[page]
+            ).to_pylist()
             text = {x["sent_idx"]: x["text"] for x in s}
             assert " ".join(text[i] for i in idx) == r[f"{end}_text"]
     # sentence relations accumulate (quadruple ones leave with their facts)

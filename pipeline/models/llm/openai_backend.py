@@ -25,11 +25,11 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from pipeline.errors import ConfigError
+from pipeline.http_retry import retry_after_seconds
 from pipeline.models.llm.base import (
     UNANSWERED,
     EndpointIdentity,
@@ -207,30 +207,6 @@ def response_from_completion(
         return LLMResponse(text="", error="the answer has no content", meta=info, **base)
     text = str(content)
     return LLMResponse(text=text, parsed=extract_json(text), meta=info, **base)
-
-
-def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or HTTP date)."""
-    if not headers:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _error_text(exc: BaseException) -> str:

@@ -16,7 +16,7 @@ from pipeline.models.llm import make_llm
 from pipeline.models.llm.base import UNANSWERED, LLMRequest
 from pipeline.models.llm.cache import CachedLLM, LLMCallCache
 from pipeline.models.llm.costs import BudgetExceededError, CostLedger
-from pipeline.models.llm.openai_backend import OpenAIBackend, retry_after_seconds
+from pipeline.models.llm.openai_backend import OpenAIBackend
 from tests.servers.openai_server import OpenAIServer, last_user_text
 
 SCHEMA = {
@@ -330,11 +330,3 @@ def test_rate_limit_spaces_requests(server: OpenAIServer) -> None:
     # and fourth starts are asked to wait about 0.1, 0.2 and 0.3 s
     assert len(sleeps) == 3
     assert sleeps == sorted(sleeps) and 0.2 < sleeps[-1] <= 0.3 + 1e-6
-
-
-def test_retry_after_header_forms() -> None:
-    assert retry_after_seconds({"retry-after": "3"}) == 3.0
-    assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
-    assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
-    assert retry_after_seconds({"retry-after": "soon"}) is None
-    assert retry_after_seconds({}) is None

@@ -26,7 +26,8 @@ from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
 from pipeline.layout import check_workdir, claim_workdir
 from pipeline.redact import strip_credentials
-from pipeline.storage import logs_dir, stage_lock
+from pipeline.sources import SOURCE_KINDS, SOURCE_NAMES
+from pipeline.storage import logs_dir
 
 log = logging.getLogger("wikidrift")
 
@@ -107,13 +108,6 @@ def _output_dir(path: Path, flag: str) -> Path:
     return path
 
 
-def _progress(total: int | None, desc: str) -> Any:
-    from tqdm import tqdm
-
-    # disable=None: a bar on a terminal, silence in logs and pipes.
-    return tqdm(total=total, desc=desc, unit="article", disable=None, file=sys.stderr)
-
-
 # --------------------------------------------------------------------------- snapshot
 def _snapshot_overrides(args: argparse.Namespace) -> dict[str, Any]:
     snap: dict[str, Any] = {}
@@ -140,8 +134,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     source, description = make_source(cfg, workdir, snapshot_date=args.date)
     selection = resolve_selection(cfg)
     splitter = SentenceSplitter(cfg.text.spacy_model or None, batch_size=cfg.text.batch_size)
-    total = None if selection.is_all else len(selection.titles) + len(selection.page_ids)
-    with stage_lock(workdir, "snapshot"), _progress(total, f"snapshot {args.date}") as bar:
+    with _console_progress():
         summary = build_snapshot(
             source,
             selection,
@@ -151,7 +144,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             source_description=description,
             shard_size=cfg.snapshot.shard_size,
             force=args.force,
-            progress=bar.update,
         )
     print(summary.line())
     return 0
@@ -173,14 +165,9 @@ def cmd_label(args: argparse.Namespace) -> int:
     labeler = make_labeler(
         cfg, workdir, naive=args.naive, checker=checker, judge=judge_from_config(cfg, llm)
     )
-    with stage_lock(workdir, "label"), _progress(None, f"label {args.old} -> {args.new}") as bar:
+    with _console_progress():
         summary = label_snapshots(
-            workdir,
-            args.old.isoformat(),
-            args.new.isoformat(),
-            labeler,
-            force=args.force,
-            progress=bar.update,
+            workdir, args.old.isoformat(), args.new.isoformat(), labeler, force=args.force
         )
     print(summary.line())
     print(summary.table())
@@ -188,17 +175,13 @@ def cmd_label(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- generate
-def _previous_snapshot(workdir: Path, snapshot: str) -> str | None:
-    from pipeline.snapshot import list_snapshots
-
-    earlier = [d for d in list_snapshots(workdir) if d < snapshot]
-    return earlier[-1] if earlier else None
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     """``wikidrift generate``: QA, dialogues and quadruples for one snapshot."""
-    from pipeline.generate.stage import generate_items, plan_requests
-    from pipeline.runtime import base_embedder, cached_embedder, llm_from_config
+    from pipeline.generate.stage import generate_items
+    from pipeline.layout import previous_snapshot_of
+    from pipeline.runtime import base_embedder, cached_embedder, dry_run_line, llm_from_config
 
     overrides: dict[str, Any] = {}
     if args.max_cost_usd is not None:
@@ -208,30 +191,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
     snapshot = args.snapshot.isoformat()
-    previous = args.previous.isoformat() if args.previous else _previous_snapshot(workdir, snapshot)
+    previous = (
+        args.previous.isoformat() if args.previous else previous_snapshot_of(workdir, snapshot)
+    )
     embedder = cached_embedder(base_embedder(cfg), workdir)
     llm = llm_from_config(cfg, workdir, start=not args.dry_run)
     if args.dry_run:
-        requests = plan_requests(
-            workdir, snapshot, previous=previous, embedder=embedder, cfg=cfg.generation
-        )
-        misses = getattr(llm.backend, "misses", None)  # CachedLLM: what the cache lacks
-        todo = misses(requests) if misses else requests
-        line = f"dry run {snapshot}: requests={len(requests)} not_cached={len(todo)}"
-        if llm.kind == "openai-batch":
-            prompt, completion, usd = llm.backend.estimate(requests)  # batch prices, misses only
-        elif llm.ledger is not None:
-            prompt, completion, usd = llm.ledger.estimate(todo)
-        if llm.ledger is not None:
-            line += f" prompt_tokens~{prompt} completion_tokens<={completion} cost_usd<={usd:.4f}"
-        else:
-            line += f" (local model {cfg.llm.local_model}: no cost)"
-        print(line)
+        print(dry_run_line(cfg, workdir, snapshot, previous=previous, embedder=embedder, llm=llm))
         return 0
-    from pipeline import progress
-
-    with stage_lock(workdir, "generate"), _console_progress():
-        progress.stage(f"{snapshot} generate", 0, "LLM request")
+    with _console_progress():
         summary = generate_items(
             workdir,
             snapshot,
@@ -251,9 +219,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- release
 def cmd_release(args: argparse.Namespace) -> int:
     """``wikidrift release --snapshot D`` or ``wikidrift release diff D1 D2``."""
-    from pipeline.generate.stage import read_generation_summary
+    from pipeline.layout import read_generation_summary
     from pipeline.ledger import update_ledger
-    from pipeline.release import build_release, manifest_config, release_diff
+    from pipeline.release import build_release, manifest_config
+    from pipeline.release_diff import release_diff
 
     cfg = _load(args, writes=not args.action)
     workdir = Path(cfg.workdir)
@@ -302,7 +271,8 @@ def _phrase_temporal(cfg: Config, snapshot: str) -> str:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``wikidrift verify --release D``: checksums, schemas and ledger invariants."""
-    from pipeline.release import read_manifest, verify_release
+    from pipeline.layout import read_manifest
+    from pipeline.release_verify import verify_release
 
     cfg = _load(args, writes=False)
     snapshot = args.release.isoformat()
@@ -531,7 +501,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         results = run_flow.with_options(task_runner=task_runner(cfg))(
             dates=dates, config=cfg.model_dump(mode="json")
         )
-    from pipeline.release import run_summary
+    from pipeline.release_card import run_summary
 
     print(run_summary(workdir, sorted(results)))
     return 0
@@ -556,8 +526,7 @@ def _start_llm_for(cfg: Config, workdir: Path) -> None:
     worker (threads, or Dask processes started afterwards) shares one server."""
     from pipeline.runtime import local_llm, resolve_llm_kind
 
-    g = cfg.generation
-    if resolve_llm_kind(cfg) != "local" or not (g.qa or g.dialogue or g.quadruples):
+    if resolve_llm_kind(cfg) != "local" or not cfg.generation.makes_items:
         return
     print(f"starting the local LLM ({cfg.llm.local_model}) ...", file=sys.stderr)
     backend = local_llm(cfg, workdir)
@@ -620,12 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("snapshot", help="fetch, parse and store the articles of one date")
-    p.add_argument("--source", choices=["api", "dump", "revisions-dir"])
-    p.add_argument(
-        "--input",
-        help="api: endpoint URL; dump: dump directory URL or local dump file; "
-        "revisions-dir: folder with revisions/<page_id>/<date>.json",
-    )
+    p.add_argument("--source", choices=SOURCE_NAMES)
+    p.add_argument("--input", help="; ".join(f"{k.name}: {k.input_help}" for k in SOURCE_KINDS))
     p.add_argument("--date", type=_iso_date, required=True, help="snapshot date, YYYY-MM-DD")
     p.add_argument(
         "--articles", help='title / page-id list file ("" = every article the source holds)'
@@ -640,7 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("run", help="the main job: a release for every configured date")
-    p.add_argument("--source", choices=["api", "dump", "revisions-dir"])
+    p.add_argument("--source", choices=SOURCE_NAMES)
     p.add_argument("--input", help="as for `wikidrift snapshot`")
     p.add_argument("--dates", help="comma-separated snapshot dates, e.g. 2024-01-01,2024-06-01")
     p.add_argument("--articles", help='title / page-id list file ("" = all the source holds)')

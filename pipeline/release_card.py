@@ -1,0 +1,188 @@
+"""What people read about releases: the dataset card (``README.md``) with its statistics and
+growth plot, and the end-of-run table the CLI prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.layout import read_manifest, release_dir, releases_root
+from pipeline.markers import ReleaseManifest
+from pipeline.schemas import LEDGER_KINDS
+
+
+def write_growth_plot(path: Path, manifests: list[ReleaseManifest]) -> None:
+    """Draw items per type across releases (one panel per ledger kind) into ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    snaps = [m.snapshot for m in manifests]
+    fig, axes = plt.subplots(1, len(LEDGER_KINDS), figsize=(4 * len(LEDGER_KINDS), 3.6))
+    for ax, kind in zip(axes, LEDGER_KINDS, strict=True):
+        bottom = [0] * len(snaps)
+        for part in kind.growth:
+            values = [m.counts[kind.count_key].get(part, 0) for m in manifests]
+            ax.bar(snaps, values, bottom=bottom, label=part)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        ax.set_title(kind.label[0].upper() + kind.label[1:])
+        ax.tick_params(axis="x", rotation=45)
+        ax.legend(fontsize=7)
+    fig.suptitle("wikidrift: items per release")
+    fig.tight_layout()
+    # No metadata: the same releases give a byte-identical PNG (stable checksums).
+    fig.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _stats_table(manifests: list[ReleaseManifest], key: str) -> str:
+    lines = [
+        "| Release | Unchanged | New | Changed | Deleted | Total |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for m in manifests:
+        c = m.counts[key]
+        lines.append(
+            f"| {m.snapshot} | {c['unchanged']:,} | {c['new']:,} | {c['changed']:,} | "
+            f"{c['deleted']:,} | {c['total']:,} |"
+        )
+    return "\n".join(lines)
+
+
+def _temporal_section(manifests: list[ReleaseManifest], timeline_figure: bool) -> str:
+    with_tables = [m for m in manifests if "temporal_qa" in m.counts]
+    lines = [
+        "| Release | C1 | C2 | C3 | New | Total | Timeline questions | Intervals |"
+        " Updates | Contradicts | Supports |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for m in with_tables:
+        t, tl, r = m.counts["temporal_qa"], m.counts["timelines"], m.counts["relations"]
+        lines.append(
+            f"| {m.snapshot} | {t['C1']:,} | {t['C2']:,} | {t['C3']:,} | {t['new']:,} | "
+            f"{t['total']:,} | {tl['questions']:,} | {tl['intervals']:,} | {r['updates']:,} | "
+            f"{r['contradicts']:,} | {r['supports']:,} |"
+        )
+    figure = "\n\n![timelines](timeline.png)" if timeline_figure else ""
+    return (
+        "## Temporal layer\n\n"
+        + "\n".join(lines)
+        + """
+
+`temporal_qa.parquet`: Chronos-style questions over the quadruples, answers chosen from the
+data (the LLM only phrases the question): C1 one dated fact; C2 every object of one subject
+and relation over a time span (`answer_mode = "all"`); C3 two facts of different subjects
+joined through a shared entity. `as_of` is the date or ISO interval the question names;
+`valid_from` / `valid_to` when its answer holds. `timelines.parquet`: questions re-asked at
+every release, one row per interval with the answer valid then (changed QA pairs and
+supersession chains). `relations.parquet`: edges newer -> older between sentences and
+quadruples, typed `updates`, `contradicts` (confirmed by the contradiction check) or
+`supports`."""
+        + figure
+    )
+
+
+def dataset_card(
+    manifest: ReleaseManifest, history: list[ReleaseManifest], *, timeline_figure: bool = False
+) -> str:
+    """The release's README.md: what it is, statistics across releases, how to load it."""
+    all_releases = [*history, manifest]
+    q = manifest.counts["quadruples"]
+    return f"""# wikidrift release {manifest.release_id}
+
+A growing benchmark of real-world knowledge change built from Wikipedia snapshots with the
+GrowOVER method (sentence labeling by similarity + NLI, evidence-based maintenance) and
+Chronos-style time-stamped knowledge quadruples. Snapshot **{manifest.snapshot}**, revision
+{manifest.revision}; previous release: {manifest.previous_release or "none (initial release)"}.
+
+Every item carries its evidence (sentence indices and text of the article as of this
+snapshot) and its type at this snapshot: *unchanged* (made earlier, evidence still
+unchanged), *new* or *changed* (made from sentences that are new or changed since the previous
+snapshot). *Deleted* counts items retired at this snapshot (see `retired.parquet`).
+
+## QA pairs
+
+{_stats_table(all_releases, "qa")}
+
+## Dialogue turns (evaluated)
+
+{_stats_table(all_releases, "dialogue_turns")}
+
+Dialogues: {manifest.counts["dialogues"]["total"]:,}. Turns whose evidence changed stay in
+their dialogue as context (`evaluate = false`).
+
+## Knowledge quadruples
+
+{_stats_table(all_releases, "quadruples")}
+
+Current facts: {q["current"]:,}; superseded (kept with their validity interval):
+{q["superseded"]:,}. `timestamp` is valid time (when the fact holds, from the text),
+`observed_at` transaction time (the snapshot that saw it).
+
+![growth](growth.png)
+
+{_temporal_section(all_releases, timeline_figure)}
+
+## Files
+
+`qa.parquet`, `dialogue.parquet`, `quadruples.parquet`, `sentence_labels.parquet` (the
+sentence labels that maintained this release), `retired.parquet` (items that left here, with
+the reason), `temporal_qa.parquet`, `timelines.parquet`, `relations.parquet`;
+`manifest.json` lists every file with its sha256 (`wikidrift verify`).
+
+Labeling rule: `{manifest.labeling_rule}`. Config hash: `{manifest.config_hash}`. Models:
+`{json.dumps(manifest.models, sort_keys=True)}`.
+
+## Loading
+
+```python
+import pandas as pd
+qa = pd.read_parquet("qa.parquet")
+```
+
+or export with `wikidrift export-hf --release {manifest.snapshot}` and load with
+`datasets.load_dataset(DIR, "qa")`.
+
+Text from Wikipedia, licensed CC BY-SA 4.0; attribute the articles' authors via the revision
+ids in the source snapshot.
+"""
+
+
+def run_summary(workdir: str | Path, snapshots: list[str]) -> str:
+    """The end-of-run table: per release and kind, items new / changed / unchanged, retired
+    at that release and in all; then where the files are and how to load them."""
+    manifests = [read_manifest(workdir, snapshot) for snapshot in snapshots]
+    width = max(len("release"), *(len(m.release_id) for m in manifests)) + 2
+    header = f"{'release':<{width}}{'kind':<16}{'new':>7}{'changed':>9}{'unchanged':>11}"
+    header += f"{'retired':>9}{'total':>8}"
+    lines = [header, "-" * len(header)]
+    for manifest in manifests:
+        for i, kind in enumerate(LEDGER_KINDS):
+            c, name = manifest.counts[kind.count_key], kind.label
+            lines.append(
+                f"{manifest.release_id if i == 0 else '':<{width}}{name:<16}{c['new']:>7}"
+                f"{c['changed']:>9}{c['unchanged']:>11}{c['deleted']:>9}{c['total']:>8}"
+            )
+    for manifest in manifests:
+        if "temporal_qa" in manifest.counts:
+            t, tl = manifest.counts["temporal_qa"], manifest.counts["timelines"]
+            r = manifest.counts["relations"]
+            lines.append(
+                f"{manifest.release_id}: temporal questions C1={t['C1']} C2={t['C2']} "
+                f"C3={t['C3']}, timeline questions={tl['questions']} "
+                f"({tl['intervals']} intervals), relations updates={r['updates']} "
+                f"contradicts={r['contradicts']} supports={r['supports']}"
+            )
+    last = release_dir(workdir, snapshots[-1])
+    lines += [
+        "",
+        f"releases: {releases_root(workdir)}/<date>/ (qa, dialogue, quadruples, sentence_labels,"
+        " retired, temporal_qa, timelines, relations .parquet; manifest.json; README.md)",
+        f"growth plot: {last / 'growth.png'}",
+        f"load: python -c \"import pandas as pd; print(pd.read_parquet('{last / 'qa.parquet'}'))\"",
+        f"   or: wikidrift export-hf --release {snapshots[-1]} --workdir {workdir} --out hf/ "
+        "then datasets.load_dataset('hf/', 'qa')",
+        f"check: wikidrift verify --release {snapshots[-1]} --workdir {workdir}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""The one stage contract and the one driver that runs every stage.
+
+A stage (snapshot, label, generate, ledger, temporal, release) is described by a
+:class:`Stage`: how to tell that a planned job is already done (``prepare``: the stored
+summary when the job's inputs digest matches its done-marker and the outputs are intact, else
+None after setting up the work area), which parts the job has, how to run one part, and how to
+finalize (merge the parts, write the done-marker last). A *job* is plain data (a frozen
+dataclass naming the workdir, the dates and the digest of the input files and settings), so a
+Prefect or Dask worker can receive it.
+
+:func:`run_stage` is the only loop: under the workdir's lock for the stage it repairs what a
+killed run left, plans the job, skips it when done, reports progress, runs the unfinished
+parts (one after another, or through ``map_parts``: the Prefect flow fans them out as tasks)
+and finalizes. Parts are resumable on their own: a part whose output exists is skipped.
+
+What a part works with (the sentence splitter, the labeler, the LLM backend, ...) comes in
+``tools``: built once per process for a run here (:class:`Tools`), or once per worker thread
+by the flow; never shipped inside a job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pipeline import progress
+from pipeline.storage import stage_lock
+
+Job = TypeVar("Job")
+Summary = TypeVar("Summary")
+
+
+@dataclass
+class Tools:
+    """What the parts of a stage work with (the ones a stage does not use stay None)."""
+
+    source: Any = None  # a SnapshotSource (snapshot)
+    splitter: Any = None  # a SentenceSplitter (snapshot)
+    labeler: Any = None  # a SentenceLabeler (label)
+    backend: Any = None  # an LLMBackend (generate, temporal)
+    embedder: Any = None  # an Embedder (generate)
+    generation: Any = None  # a GenerationConfig (generate)
+    grounding_nli: Any = None  # an NLI grounding check (generate)
+    notes: Callable[[str], None] | None = None  # receives a note per step of a part
+
+
+@dataclass(frozen=True)
+class Stage(Generic[Job, Summary]):
+    """One stage as the driver sees it."""
+
+    name: str  # its lock and its word in progress labels
+    unit: str | None  # what its progress counts (None: a quick step, no progress line)
+    prepare: Callable[[Job, bool], Summary | None]  # (job, force) -> stored summary or None
+    part_sizes: Callable[[Job], list[int]]  # one entry per part: progress units it finishes
+    run_part: Callable[[Job, int, Any], Any]  # (job, index, tools) -> the part's result
+    finalize: Callable[[Job, list[Any], float], Summary]  # (job, part results, seconds)
+    total: Callable[[Job], int | None] = lambda job: 0  # progress units planned (None: unknown)
+    recover: Callable[[Path], list[str]] | None = None  # repairs a killed run (under the lock)
+
+
+def serial_parts(stage: Stage, job: Any, tools: Any) -> Callable[[Sequence[int]], list[Any]]:
+    """Run parts one after another in this process, reporting each part's progress."""
+    sizes = stage.part_sizes(job)
+
+    def run(indices: Sequence[int]) -> list[Any]:
+        results = []
+        for index in indices:
+            results.append(stage.run_part(job, index, tools))
+            progress.advance(sizes[index])
+        return results
+
+    return run
+
+
+PartMapper = Callable[[Stage, Any, Any], Callable[[Sequence[int]], list[Any]]]
+
+
+def run_stage(
+    stage: Stage[Job, Summary],
+    plan: Callable[[], Job],
+    *,
+    workdir: str | Path,
+    tools: Any,
+    label: str,
+    force: bool = False,
+    map_parts: PartMapper = serial_parts,
+) -> Summary:
+    """Run one stage to completion, or return its stored summary when its job is done.
+
+    Under the workdir's lock for ``stage.name`` (a second writer waits): repair what a killed
+    run left, plan the job (``plan``), check whether it is done, report ``label`` and the
+    job's planned units to :mod:`pipeline.progress`, run every part (``map_parts`` decides
+    where) and finalize. ``force`` redoes a job that is done."""
+    started = time.monotonic()
+    with stage_lock(workdir, stage.name):
+        if stage.recover is not None:
+            stage.recover(Path(workdir))
+        job = plan()
+        stored = stage.prepare(job, force)
+        if stored is not None:
+            if stage.unit is not None:
+                progress.stage(f"{label} (up to date)", 0, stage.unit)
+            return stored
+        if stage.unit is not None:
+            progress.stage(label, stage.total(job), stage.unit)
+        n_parts = len(stage.part_sizes(job))
+        results = map_parts(stage, job, tools)(range(n_parts))
+        return stage.finalize(job, results, time.monotonic() - started)
