@@ -15,6 +15,9 @@ computed age (``{{birth date and age}}`` -> "April 22, 1985"), ``{{age}}`` and o
 ``{{convert}}`` shows the input value with the unit symbol ("80 mph"; unit names with
 ``abbr=off``, "80-mile" with ``adj=on``), never the converted value; ``{{Format price}}``
 gives words like the template ("8.858 billion").
+
+Why one long module: it is one table, about 240 templates each with a renderer of a few lines;
+split by letter or by theme, a reader would have to guess which file a template is in.
 """
 
 from __future__ import annotations

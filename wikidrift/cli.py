@@ -1,9 +1,13 @@
-"""``wikidrift`` command line. Thin: parses arguments, loads the config, calls the library.
+"""``wikidrift`` command line. Thin: parses arguments, loads the config, calls the library
+(or, for ``run`` and ``serve``, the Prefect flows: the reason it lives outside ``pipeline/``).
 
 Errors a user can act on are printed as one clear message (exit code 2), never a traceback:
 bad input or config, a missing stage output, a full disk, a read-only workdir, a corrupt cache
 database. Ctrl-C exits 130, SIGTERM 143, and the next identical command resumes where this
 one stopped.
+
+Why one long module: most of it is the argument parser of twelve commands (their flags and help
+are the public contract the README documents) and the one-line error handling they share.
 """
 
 from __future__ import annotations

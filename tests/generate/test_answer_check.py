@@ -7,7 +7,7 @@ import pytest
 from pipeline.generate.answer_check import answer_checks, answers_agree, disagreements
 from pipeline.generate.items import QAItem
 from pipeline.models.llm.base import LLMResponse
-from tests.test_validate import qa
+from tests.generate.test_validate import qa
 
 NEW_SENTENCE = "Mercedes finished 2023 second in the Constructors' Championship."
 OLD_SENTENCE = "Mercedes finished 2022 third in the Constructors' Championship."

@@ -299,7 +299,7 @@ def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs)
             assert r["prompt_hash"].split("+")[0] == prompt_hash(r["purpose"])
     # Everything that can happen in a run happened (evidence_unlabeled cannot: such paragraphs
     # are not sent; grammar_mismatch is off for the scripted model, whose relations are no words
-    # of their sentences; tests/test_validate.py and tests/test_syntax.py cover both).
+    # of their sentences; tests/generate/test_validate.py and tests/test_syntax.py cover both).
     seen = {r["reason"] for r in rejects}
     assert seen == set(REASONS) - {"evidence_unlabeled", "grammar_mismatch"}
     counted = {**runs.first.rejects}
