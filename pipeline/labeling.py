@@ -9,8 +9,6 @@ survives a crash. A pair already labeled with the same inputs and settings is no
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +43,7 @@ from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
 from pipeline.schemas import LABELS, LABELS_SCHEMA, LABELS_SCHEMA_VERSION
 from pipeline.shards import ShardedOutput, chunked
-from pipeline.stage import Stage, Tools, run_stage
+from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
     EMBEDDING_CACHE,
     NLI_CACHE,
@@ -207,18 +205,15 @@ def plan_labels(
         "update_judge": labeler.judge.model_id if labeler.judge else None,
     }
     inputs = verified_inputs(workdir, _input_files(workdir, old, new))
-    digest = hashlib.sha256(
-        json.dumps(
-            {
-                "inputs": inputs,
-                "settings": settings,
-                "models": models,
-                # Vectors depend on the device kind and block size too (models.batching).
-                "vectors": cache_namespace(labeler.embedder),
-            },
-            sort_keys=True,
-        ).encode()
-    ).hexdigest()[:16]
+    digest = job_digest(
+        {
+            "inputs": inputs,
+            "settings": settings,
+            "models": models,
+            # Vectors depend on the device kind and block size too (models.batching).
+            "vectors": cache_namespace(labeler.embedder),
+        }
+    )
     old_ids = read_snapshot_table(workdir, old, "articles", columns=["page_id"])[
         "page_id"
     ].to_pylist()

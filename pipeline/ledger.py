@@ -30,8 +30,6 @@ it is history, not an update). Quadruples restating a valid fact are not added t
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
@@ -65,7 +63,7 @@ from pipeline.schemas import (
     LEDGER_KINDS,
     LEDGER_SCHEMA_VERSION,
 )
-from pipeline.stage import Stage, Tools, run_stage
+from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
     publish_state_dir,
     recover_state_dirs,
@@ -182,7 +180,7 @@ def plan_ledger(workdir: str | Path, snapshot: str, previous: str | None) -> Led
             snapshot_dir(workdir, snapshot) / "sentences.parquet",
         ]
     files = verified_inputs(workdir, inputs)
-    digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
+    digest = job_digest(files)
     return LedgerJob(str(workdir), snapshot, previous, digest, files)
 
 

@@ -20,6 +20,8 @@ by the flow; never shipped inside a job.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +33,12 @@ from pipeline.storage import stage_lock
 
 Job = TypeVar("Job")
 Summary = TypeVar("Summary")
+
+
+def job_digest(blob: Any) -> str:
+    """The digest a job is known by: sha256 of what decides its output (its input files'
+    sha256 and its settings), as sorted JSON, 16 hex digits."""
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass

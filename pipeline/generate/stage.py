@@ -21,8 +21,6 @@ hashes, generation config, backend model, embedder, article filter) is unchanged
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -85,7 +83,7 @@ from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
 from pipeline.schemas import GENERATED_SCHEMA_VERSION, GENERATED_TABLES
 from pipeline.shards import ShardedOutput, chunked
-from pipeline.stage import Stage, Tools, run_stage
+from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -139,7 +137,7 @@ def _inputs_digest(
         if grounding_nli is None
         else getattr(grounding_nli, "model_id", getattr(grounding_nli, "__qualname__", "nli")),
     }
-    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16], inputs
+    return job_digest(blob), inputs
 
 
 def load_articles(

@@ -10,8 +10,6 @@ re-run with nothing new is skipped; writes are atomic.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -35,7 +33,7 @@ from pipeline.markers import TemporalSummary
 from pipeline.models.llm.base import LLMBackend
 from pipeline.release_items import release_item_tables
 from pipeline.schemas import TEMPORAL_QUESTIONS_SCHEMA, TEMPORAL_SCHEMA_VERSION
-from pipeline.stage import Stage, Tools, run_stage
+from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
     publish_state_dir,
     recover_state_dirs,
@@ -61,7 +59,7 @@ def _digest(
         "checks": CHECKS_VERSION,
         "inputs": inputs,
     }
-    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16], inputs
+    return job_digest(blob), inputs
 
 
 @dataclass(frozen=True)
