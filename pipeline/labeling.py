@@ -42,7 +42,7 @@ from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
 from pipeline.schemas import LABELS, LABELS_SCHEMA, LABELS_SCHEMA_VERSION
-from pipeline.shards import ShardedOutput, chunked
+from pipeline.shards import ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
     EMBEDDING_CACHE,
@@ -326,7 +326,7 @@ LABEL_STAGE: Stage[LabelJob, LabelSummary] = Stage(
     name="label",
     unit="article",
     prepare=lambda job, force: prepare_labels(job, force=force),
-    part_sizes=lambda job: [len(ids) for ids in job.parts()],
+    part_sizes=lambda job: chunk_sizes(len(job.page_order), job.shard_pages),
     run_part=lambda job, index, tools: label_part(job, tools.labeler, index),
     finalize=lambda job, results, seconds: finalize_labels(job, seconds=seconds),
     total=lambda job: len(job.page_order),

@@ -327,7 +327,7 @@ def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSum
 
 def read_generated(workdir: str | Path, snapshot: str, name: str) -> pa.Table:
     """One output table (``qa``, ``dialogue``, ``quadruples``, ``rejects``) of a finished run."""
-    if name not in tuple(GENERATED_TABLES):
+    if name not in GENERATED_TABLES:
         raise ValueError(f"unknown generated table {name!r}; one of {tuple(GENERATED_TABLES)}")
     return read_parquet(
         generated_dir(workdir, snapshot) / f"{name}.parquet",

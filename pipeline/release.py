@@ -264,14 +264,7 @@ def build_release(
 
 
 def _write_release(job: ReleaseJob) -> ReleaseManifest:
-    workdir, snapshot, previous = Path(job.workdir), job.snapshot, job.previous
-    config, config_hash, digest, inputs, out = (
-        job.config,
-        job.config_hash,
-        job.inputs_digest,
-        job.inputs,
-        job.out,
-    )
+    workdir, snapshot, previous, out = Path(job.workdir), job.snapshot, job.previous, job.out
     revision = 1
     if out.exists():
         existing = own_marker(out / "manifest.json", ReleaseManifest)
@@ -310,14 +303,14 @@ def _write_release(job: ReleaseJob) -> ReleaseManifest:
         revision=revision,
         previous_release=prev_release,
         schema_version=RELEASE_SCHEMA_VERSION,
-        inputs_digest=digest,
-        config=config,
-        config_hash=config_hash,
+        inputs_digest=job.inputs_digest,
+        config=job.config,
+        config_hash=job.config_hash,
         models=_models(workdir, snapshot, previous),
         prompt_hashes={h: str(n) for h, n in prompt_hashes.items()},
         labeling_rule=labeling_rule,
         counts=release_counts(tables),
-        inputs=inputs,
+        inputs=job.inputs,
     )
 
     root = releases_root(workdir)

@@ -42,6 +42,11 @@ def chunked(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
+def chunk_sizes(n: int, size: int) -> list[int]:
+    """The lengths of ``chunked(items, size)`` for ``n`` items, without building the chunks."""
+    return [min(size, n - i) for i in range(0, n, size)]
+
+
 class ShardedOutput:
     """The ``_work/`` area of one stage output directory (see the module docstring)."""
 

@@ -48,7 +48,7 @@ from pipeline.schemas import (
     SNAPSHOT_SCHEMA_VERSION,
     SNAPSHOT_TABLES,
 )
-from pipeline.shards import ShardedOutput, chunked
+from pipeline.shards import ShardedOutput, chunk_sizes, chunked
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
 from pipeline.stage import Stage, Tools, run_stage
 from pipeline.storage import cache_dir, write_json_atomic
@@ -443,12 +443,13 @@ def finalize_snapshot(
 
 def _part_sizes(job: SnapshotJob) -> list[int]:
     # "Every article the source holds" is one streamed part that reports its own progress.
-    return [len(p.titles) + len(p.page_ids) for p in job.parts()] or [0]
+    named = len(job.selection.titles) + len(job.selection.page_ids)
+    return chunk_sizes(named, job.shard_size) or [0]
 
 
 def _run_part(job: SnapshotJob, index: int, tools: Any) -> dict:
     source = tools.source
-    if job.parts():
+    if not job.selection.is_all:
         return build_snapshot_part(job, source, tools.splitter, index)
     resumed = sum(len(m["page_ids"]) for m in job.shards(attach=True).completed())
     stream_snapshot(job, source, tools.splitter, progress.advance)

@@ -19,6 +19,7 @@ from pipeline.release import RELEASE_STAGE
 from pipeline.snapshot import SNAPSHOT_STAGE
 from pipeline.stage import Stage, run_stage
 from pipeline.temporal.stage import TEMPORAL_STAGE
+from tests.test_progress import Recorder
 
 
 @dataclass(frozen=True)
@@ -64,20 +65,6 @@ COUNT = Stage(
     finalize=_finalize,
     total=lambda job: job.parts,
 )
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[tuple] = []
-
-    def stage(self, label: str, total: int | None, unit: str) -> None:
-        self.events.append(("stage", label, total, unit))
-
-    def add_total(self, n: int) -> None:
-        self.events.append(("add_total", n))
-
-    def advance(self, n: int = 1) -> None:
-        self.events.append(("advance", n))
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.errors import DamagedFileError
-from pipeline.shards import ShardedOutput
+from pipeline.shards import ShardedOutput, chunk_sizes, chunked
 from pipeline.storage import (
     AtomicParquetWriter,
     SchemaVersionError,
@@ -155,3 +155,9 @@ def _dir_with(path: Path, text: str) -> Path:
     path.mkdir()
     (path / "v").write_text(text)
     return path
+
+
+def test_chunk_sizes_are_the_lengths_of_the_chunks() -> None:
+    for n in (0, 1, 199, 200, 201, 1000, 1001):
+        for size in (1, 7, 200):
+            assert chunk_sizes(n, size) == [len(c) for c in chunked(range(n), size)]
