@@ -25,6 +25,7 @@ from pipeline import package_path
 from pipeline.errors import ConfigError
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 from pipeline.redact import redact_config
+from pipeline.schemas import LEDGER_KINDS
 from pipeline.sources import SOURCE_NAMES
 from pipeline.sources.limits import DEFAULT_LIMITS as _LIMITS
 
@@ -174,6 +175,7 @@ class LLMConfig(_Section):
 class GenerationConfig(_Section):
     """Which benchmark items to generate and how (GrowOVER §3.1 / §3.3, Chronos quadruples)."""
 
+    # One switch per item kind, named as its table (pipeline.schemas.LEDGER_KINDS).
     qa: bool = True
     dialogue: bool = True
     quadruples: bool = True
@@ -202,7 +204,7 @@ class GenerationConfig(_Section):
     @property
     def makes_items(self) -> bool:
         """Whether generation asks the LLM for anything (some kind of item is switched on)."""
-        return self.qa or self.dialogue or self.quadruples
+        return any(getattr(self, kind.table) for kind in LEDGER_KINDS)
 
 
 class TemporalConfig(_Section):

@@ -102,8 +102,8 @@ class GenerationSummary:
 
     @property
     def kept(self) -> int:
-        """Items kept: questions + dialogue turns + quadruples."""
-        return sum(self.counts.get(k, {}).get("total", 0) for k in ("qa", "dialogue", "quadruples"))
+        """Items kept, of every kind (questions, dialogue turns, quadruples)."""
+        return sum(c.get("total", 0) for c in self.counts.values())
 
     def line(self) -> str:
         """One line for the CLI."""

@@ -4,11 +4,12 @@ growth plot, and the end-of-run table the CLI prints."""
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from pipeline.layout import read_manifest, release_dir, releases_root
 from pipeline.markers import ReleaseManifest
-from pipeline.schemas import LEDGER_KINDS
+from pipeline.schemas import LEDGER_KINDS, RELEASE_SCHEMA_VERSION, release_files
 
 
 def write_growth_plot(path: Path, manifests: list[ReleaseManifest]) -> None:
@@ -23,7 +24,7 @@ def write_growth_plot(path: Path, manifests: list[ReleaseManifest]) -> None:
     for ax, kind in zip(axes, LEDGER_KINDS, strict=True):
         bottom = [0] * len(snaps)
         for part in kind.growth:
-            values = [m.counts[kind.count_key].get(part, 0) for m in manifests]
+            values = [m.counts.get(kind.count_key, {}).get(part, 0) for m in manifests]
             ax.bar(snaps, values, bottom=bottom, label=part)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         ax.set_title(kind.label[0].upper() + kind.label[1:])
@@ -42,6 +43,8 @@ def _stats_table(manifests: list[ReleaseManifest], key: str) -> str:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for m in manifests:
+        if key not in m.counts:  # a release from before the kind existed
+            continue
         c = m.counts[key]
         lines.append(
             f"| {m.snapshot} | {c['unchanged']:,} | {c['new']:,} | {c['changed']:,} | "
@@ -83,12 +86,40 @@ quadruples, typed `updates`, `contradicts` (confirmed by the contradiction check
     )
 
 
+def _kind_sections(manifest: ReleaseManifest, all_releases: list[ReleaseManifest]) -> str:
+    """One section per ledger kind: its statistics across releases and its note."""
+    sections = []
+    for kind in LEDGER_KINDS:
+        if kind.count_key not in manifest.counts:
+            continue
+        text = f"## {kind.card_title}\n\n{_stats_table(all_releases, kind.count_key)}"
+        if kind.card_note:
+            text += "\n\n" + kind.card_note.format(**manifest.counts)
+        sections.append(text)
+    return "\n\n".join(sections)
+
+
+_FILE_NOTES = {
+    "sentence_labels": "the sentence labels that maintained this release",
+    "retired": "items that left here, with the reason",
+}
+
+
+def _files(manifest: ReleaseManifest) -> str:
+    """The release's files, wrapped like the rest of the card."""
+    names = [
+        f"`{name}.parquet`" + (f" ({_FILE_NOTES[name]})" if name in _FILE_NOTES else "")
+        for name in release_files(manifest.schema_version)
+    ]
+    text = ", ".join(names) + "; `manifest.json` lists every file with its sha256 "
+    return textwrap.fill(text + "(`wikidrift verify`).", width=92, break_on_hyphens=False)
+
+
 def dataset_card(
     manifest: ReleaseManifest, history: list[ReleaseManifest], *, timeline_figure: bool = False
 ) -> str:
     """The release's README.md: what it is, statistics across releases, how to load it."""
     all_releases = [*history, manifest]
-    q = manifest.counts["quadruples"]
     return f"""# wikidrift release {manifest.release_id}
 
 A growing benchmark of real-world knowledge change built from Wikipedia snapshots with the
@@ -101,24 +132,7 @@ snapshot) and its type at this snapshot: *unchanged* (made earlier, evidence sti
 unchanged), *new* or *changed* (made from sentences that are new or changed since the previous
 snapshot). *Deleted* counts items retired at this snapshot (see `retired.parquet`).
 
-## QA pairs
-
-{_stats_table(all_releases, "qa")}
-
-## Dialogue turns (evaluated)
-
-{_stats_table(all_releases, "dialogue_turns")}
-
-Dialogues: {manifest.counts["dialogues"]["total"]:,}. Turns whose evidence changed stay in
-their dialogue as context (`evaluate = false`).
-
-## Knowledge quadruples
-
-{_stats_table(all_releases, "quadruples")}
-
-Current facts: {q["current"]:,}; superseded (kept with their validity interval):
-{q["superseded"]:,}. `timestamp` is valid time (when the fact holds, from the text),
-`observed_at` transaction time (the snapshot that saw it).
+{_kind_sections(manifest, all_releases)}
 
 ![growth](growth.png)
 
@@ -126,10 +140,7 @@ Current facts: {q["current"]:,}; superseded (kept with their validity interval):
 
 ## Files
 
-`qa.parquet`, `dialogue.parquet`, `quadruples.parquet`, `sentence_labels.parquet` (the
-sentence labels that maintained this release), `retired.parquet` (items that left here, with
-the reason), `temporal_qa.parquet`, `timelines.parquet`, `relations.parquet`;
-`manifest.json` lists every file with its sha256 (`wikidrift verify`).
+{_files(manifest)}
 
 Labeling rule: `{manifest.labeling_rule}`. Config hash: `{manifest.config_hash}`. Models:
 `{json.dumps(manifest.models, sort_keys=True)}`.
@@ -158,7 +169,8 @@ def run_summary(workdir: str | Path, snapshots: list[str]) -> str:
     header += f"{'retired':>9}{'total':>8}"
     lines = [header, "-" * len(header)]
     for manifest in manifests:
-        for i, kind in enumerate(LEDGER_KINDS):
+        kinds = [k for k in LEDGER_KINDS if k.count_key in manifest.counts]
+        for i, kind in enumerate(kinds):
             c, name = manifest.counts[kind.count_key], kind.label
             lines.append(
                 f"{manifest.release_id if i == 0 else '':<{width}}{name:<16}{c['new']:>7}"
@@ -177,8 +189,8 @@ def run_summary(workdir: str | Path, snapshots: list[str]) -> str:
     last = release_dir(workdir, snapshots[-1])
     lines += [
         "",
-        f"releases: {releases_root(workdir)}/<date>/ (qa, dialogue, quadruples, sentence_labels,"
-        " retired, temporal_qa, timelines, relations .parquet; manifest.json; README.md)",
+        f"releases: {releases_root(workdir)}/<date>/ "
+        f"({', '.join(release_files(RELEASE_SCHEMA_VERSION))} .parquet; manifest.json; README.md)",
         f"growth plot: {last / 'growth.png'}",
         f"load: python -c \"import pandas as pd; print(pd.read_parquet('{last / 'qa.parquet'}'))\"",
         f"   or: wikidrift export-hf --release {snapshots[-1]} --workdir {workdir} --out hf/ "

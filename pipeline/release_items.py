@@ -9,105 +9,62 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.layout import read_evidence, read_items, read_release_table
-from pipeline.schemas import (
-    RELEASE_DIALOGUE_SCHEMA,
-    RELEASE_QA_SCHEMA,
-    RELEASE_QUADRUPLES_SCHEMA,
-    RETIRED_SCHEMA,
-)
+from pipeline.layout import read_evidence, read_items, read_manifest, read_release_table
+from pipeline.schemas import LEDGER_KINDS, RELEASE_TABLES, RETIRED_SCHEMA, Kind
+
+
+def _release_row(
+    it: dict, evidence: dict, names: list[str], kind: Kind, snapshot: str
+) -> dict[str, object]:
+    """One ledger item as a row of its kind's release table: the ledger's columns as they are,
+    and those that say what the item is at ``snapshot`` (its type then, its evidence then,
+    whether it is valid)."""
+    valid = it["valid_to"] is None
+    type_now = it["type_at_creation"] if it["created_snapshot"] == snapshot else "unchanged"
+    derived = {
+        kind.id_column: it["item_id"],
+        "type": type_now if valid else None,
+        "evidence_sent_idx": evidence["evidence_sent_idx"],
+        "evidence_text": evidence["evidence_text"],
+        "evidence_snapshot": evidence["snapshot"],
+        "status": "current" if valid else "superseded",
+        "evaluate": valid,
+        "excluded_reason": it["retired_reason"],
+        "excluded_at": it["valid_to"],
+    }
+    return {c: derived[c] if c in derived else it[c] for c in names}
+
+
+def _released(items: list[dict], kind: Kind) -> list[dict]:
+    """The ledger items of ``kind`` its release table holds (see :class:`Kind`)."""
+    mine = [it for it in items if it["kind"] == kind.name]
+    if kind.group_column is not None:
+        live = {it[kind.group_column] for it in mine if it["valid_to"] is None}
+        return [it for it in mine if it[kind.group_column] in live]
+    return [
+        it
+        for it in mine
+        if it["valid_to"] is None or (kind.keep_superseded and it["retired_reason"] == "superseded")
+    ]
 
 
 def release_item_tables(workdir: str | Path, snapshot: str) -> dict[str, pa.Table]:
-    """The ledger's items as of ``snapshot`` in the release layout: ``qa``, ``dialogue``,
-    ``quadruples`` (current and superseded) and ``retired``."""
+    """The ledger's items as of ``snapshot`` in the release layout: one table per ledger kind
+    (``qa``, ``dialogue``, ``quadruples``), then ``retired``."""
     items = read_items(workdir, snapshot).to_pylist()
-    evidence = read_evidence(workdir, snapshot).to_pylist()
     latest: dict[str, dict] = {}
-    for ev in evidence:  # sorted by snapshot: the last one wins
+    for ev in read_evidence(workdir, snapshot).to_pylist():  # sorted by snapshot: last wins
         latest[ev["item_id"]] = ev
-
-    def valid(it: dict) -> bool:
-        return it["valid_to"] is None
-
-    def type_now(it: dict) -> str:
-        return it["type_at_creation"] if it["created_snapshot"] == snapshot else "unchanged"
-
-    def evid(it: dict) -> dict:
-        return latest[it["item_id"]]
-
-    qa_rows = [
-        {
-            "item_id": it["item_id"],
-            "page_id": it["page_id"],
-            "title": it["title"],
-            "type": type_now(it),
-            "type_at_creation": it["type_at_creation"],
-            "created_snapshot": it["created_snapshot"],
-            "origin": it["origin"],
-            "question": it["question"],
-            "answer": it["answer"],
-            "previous_answer": it["previous_answer"],
-            "evidence_sent_idx": evid(it)["evidence_sent_idx"],
-            "evidence_text": evid(it)["evidence_text"],
-            "prompt_hash": it["prompt_hash"],
-            "generator": it["generator"],
-        }
-        for it in items
-        if it["kind"] == "qa" and valid(it)
-    ]
-    turns = [it for it in items if it["kind"] == "dialogue_turn"]
-    live_dialogues = {it["dialogue_id"] for it in turns if valid(it)}
-    dialogue_rows = [
-        {
-            "dialogue_id": it["dialogue_id"],
-            "turn_id": it["item_id"],
-            "turn_idx": it["turn_idx"],
-            "page_id": it["page_id"],
-            "title": it["title"],
-            "created_snapshot": it["created_snapshot"],
-            "user": it["user"],
-            "expert": it["expert"],
-            "evidence_sent_idx": evid(it)["evidence_sent_idx"],
-            "evidence_text": evid(it)["evidence_text"],
-            "evidence_snapshot": evid(it)["snapshot"],
-            "type": type_now(it) if valid(it) else None,
-            "type_at_creation": it["type_at_creation"],
-            "evaluate": valid(it),
-            "excluded_reason": it["retired_reason"],
-            "excluded_at": it["valid_to"],
-            "prompt_hash": it["prompt_hash"],
-            "generator": it["generator"],
-        }
-        for it in turns
-        if it["dialogue_id"] in live_dialogues
-    ]
-    dialogue_rows.sort(key=lambda r: (r["created_snapshot"], r["dialogue_id"], r["turn_idx"]))
-    quad_rows = [
-        {
-            "item_id": it["item_id"],
-            "page_id": it["page_id"],
-            "title": it["title"],
-            "subject": it["subject"],
-            "relation": it["relation"],
-            "object": it["object"],
-            "timestamp": it["timestamp"],
-            "observed_at": it["observed_at"],
-            "status": "current" if valid(it) else "superseded",
-            "superseded_by": it["superseded_by"],
-            "fact_valid_until": it["fact_valid_until"],
-            "type": type_now(it) if valid(it) else None,
-            "type_at_creation": it["type_at_creation"],
-            "created_snapshot": it["created_snapshot"],
-            "evidence_sent_idx": evid(it)["evidence_sent_idx"],
-            "evidence_text": evid(it)["evidence_text"],
-            "evidence_snapshot": evid(it)["snapshot"],
-            "prompt_hash": it["prompt_hash"],
-            "generator": it["generator"],
-        }
-        for it in items
-        if it["kind"] == "quadruple" and (valid(it) or it["retired_reason"] == "superseded")
-    ]
+    tables: dict[str, pa.Table] = {}
+    for kind in LEDGER_KINDS:
+        schema = RELEASE_TABLES[kind.table].schema
+        rows = [
+            _release_row(it, latest[it["item_id"]], schema.names, kind, snapshot)
+            for it in _released(items, kind)
+        ]
+        if kind.release_order:
+            rows.sort(key=lambda r: tuple(r[c] for c in kind.release_order))
+        tables[kind.table] = pa.Table.from_pylist(rows, schema=schema)
     retired_rows = [
         {
             "item_id": it["item_id"],
@@ -119,12 +76,20 @@ def release_item_tables(workdir: str | Path, snapshot: str) -> dict[str, pa.Tabl
         for it in items
         if it["valid_to"] == snapshot
     ]
-    return {
-        "qa": pa.Table.from_pylist(qa_rows, schema=RELEASE_QA_SCHEMA),
-        "dialogue": pa.Table.from_pylist(dialogue_rows, schema=RELEASE_DIALOGUE_SCHEMA),
-        "quadruples": pa.Table.from_pylist(quad_rows, schema=RELEASE_QUADRUPLES_SCHEMA),
-        "retired": pa.Table.from_pylist(retired_rows, schema=RETIRED_SCHEMA),
-    }
+    tables["retired"] = pa.Table.from_pylist(retired_rows, schema=RETIRED_SCHEMA)
+    return tables
+
+
+def _live(table: pa.Table) -> pa.Table:
+    """The rows of a release table that are valid at its release (not superseded, not kept
+    as context only)."""
+    if not table.num_rows:
+        return table
+    if "status" in table.column_names:
+        return table.filter(pc.equal(table["status"], "current"))
+    if "evaluate" in table.column_names:
+        return table.filter(table["evaluate"])
+    return table
 
 
 def _type_counts(table: pa.Table, retired: int) -> dict[str, int]:
@@ -139,22 +104,22 @@ def release_counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
     """Row counts of a release's tables in the layout of GrowOVER Tables 13/14 (per type, retired,
     total), plus the temporal tables' counts."""
     retired = Counter(tables["retired"]["kind"].to_pylist())
-    dialogue = tables["dialogue"]
-    evaluated = dialogue.filter(dialogue["evaluate"]) if dialogue.num_rows else dialogue
-    quads = tables["quadruples"]
-    current = quads.filter(pc.equal(quads["status"], "current")) if quads.num_rows else quads
-    qcounts = _type_counts(current, retired.get("quadruple", 0))
-    qcounts["current"] = current.num_rows
-    qcounts["superseded"] = quads.num_rows - current.num_rows
+    counts: dict[str, dict[str, int]] = {}
+    for kind in LEDGER_KINDS:
+        if kind.table not in tables:  # a kind newer than the release's schema version
+            continue
+        table = tables[kind.table]
+        live = _live(table)
+        counts[kind.count_key] = _type_counts(live, retired.get(kind.name, 0))
+        if kind.live_count:
+            counts[kind.count_key][kind.live_count] = live.num_rows
+        if kind.other_count:
+            counts[kind.count_key][kind.other_count] = table.num_rows - live.num_rows
+        if kind.group_column and kind.group_count:
+            groups = set(table[kind.group_column].to_pylist())
+            counts[kind.group_count] = {"total": len(groups)}
     labels = Counter(tables["sentence_labels"]["label"].to_pylist())
-    counts = {
-        "qa": _type_counts(tables["qa"], retired.get("qa", 0)),
-        "dialogue_turns": _type_counts(evaluated, retired.get("dialogue_turn", 0))
-        | {"context_only": dialogue.num_rows - evaluated.num_rows},
-        "dialogues": {"total": len(set(dialogue["dialogue_id"].to_pylist()))},
-        "quadruples": qcounts,
-        "sentence_labels": dict(sorted(labels.items())),
-    }
+    counts["sentence_labels"] = dict(sorted(labels.items()))
     if "temporal_qa" in tables:
         counts |= _temporal_counts(tables)
     return counts
@@ -189,23 +154,12 @@ def _temporal_counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
 
 
 def release_item_ids(workdir: Path, snapshot: str) -> dict[str, set[str]]:
-    """The item ids a release holds, per ledger kind (what ``release diff`` and ``verify``
-    compare)."""
-    qa = read_release_table(workdir, snapshot, "qa")
-    dialogue = read_release_table(workdir, snapshot, "dialogue")
-    quads = read_release_table(workdir, snapshot, "quadruples")
-    return {
-        "qa": set(qa["item_id"].to_pylist()),
-        "dialogue_turn": {
-            t
-            for t, e in zip(
-                dialogue["turn_id"].to_pylist(), dialogue["evaluate"].to_pylist(), strict=True
-            )
-            if e
-        },
-        "quadruple": {
-            i
-            for i, s in zip(quads["item_id"].to_pylist(), quads["status"].to_pylist(), strict=True)
-            if s == "current"
-        },
-    }
+    """The ids of the items valid in a release, per ledger kind (what ``release diff`` and
+    ``verify`` compare)."""
+    version = read_manifest(workdir, snapshot).schema_version
+    ids: dict[str, set[str]] = {}
+    for kind in LEDGER_KINDS:
+        if RELEASE_TABLES[kind.table].since <= version:
+            table = _live(read_release_table(workdir, snapshot, kind.table))
+            ids[kind.name] = set(table[kind.id_column].to_pylist())
+    return ids

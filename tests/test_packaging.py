@@ -78,14 +78,15 @@ def test_installed_wheel_loads_its_own_data_from_an_empty_folder(
         """
         import json, pipeline
         from pipeline.config import load_config
-        from pipeline.generate.prompts import PROMPT_NAMES, load_prompt
+        from pipeline.generate.kinds import generation_prompt_names
+        from pipeline.generate.prompts import load_prompt
         cfg = load_config()
         print(json.dumps({
             "package": pipeline.__file__,
             "profile": cfg.profile,
             "input": str(cfg.resolve_path(cfg.snapshot.input)),
             "articles": str(load_config(profile="paper").resolve_path("data/articles.txt")),
-            "prompts": {n: load_prompt(n).prompt_hash for n in PROMPT_NAMES},
+            "prompts": {n: load_prompt(n).prompt_hash for n in generation_prompt_names()},
         }))
         """
     )
@@ -101,9 +102,10 @@ def test_installed_wheel_loads_its_own_data_from_an_empty_folder(
     assert Path(found["input"]).is_relative_to(site)
     assert (Path(found["input"]) / "MANIFEST.json").exists()
     assert Path(found["articles"]).is_relative_to(site) and Path(found["articles"]).exists()
-    from pipeline.generate.prompts import PROMPT_NAMES, load_prompt
+    from pipeline.generate.kinds import generation_prompt_names
+    from pipeline.generate.prompts import load_prompt
 
-    assert found["prompts"] == {n: load_prompt(n).prompt_hash for n in PROMPT_NAMES}
+    assert found["prompts"] == {n: load_prompt(n).prompt_hash for n in generation_prompt_names()}
     help_text = subprocess.run(
         [sys.executable, "-m", "wikidrift.cli", "--help"],
         cwd=empty,

@@ -2,8 +2,10 @@
 
 - :mod:`pipeline.generate.prompts`: templates in ``prompts/``, content hashes, answer schemas.
 - :mod:`pipeline.generate.selection`: which paragraphs / sentence groups feed each request.
+- :mod:`pipeline.generate.kinds`: the contract of an item kind's generator.
 - :mod:`pipeline.generate.qa`, :mod:`~pipeline.generate.dialogue`,
-  :mod:`~pipeline.generate.quadruples`: build requests, parse answers into candidate items.
+  :mod:`~pipeline.generate.quadruples`: each kind's generator: build requests, parse answers
+  into candidate items, check them.
 - :mod:`pipeline.generate.items`: item records, Parquet schemas, stable ids.
 - :mod:`pipeline.generate.contradiction`: the LLM check of changed sentence pairs.
 - :mod:`pipeline.generate.stage`: the stage that runs it all and writes
@@ -12,8 +14,8 @@
 
 from pipeline.generate.contradiction import LLMContradictionChecker
 from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple, Reject, make_item_id
+from pipeline.generate.kinds import ItemGenerator, generation_prompt_names, item_generators
 from pipeline.generate.prompts import (
-    PROMPT_NAMES,
     PromptTemplate,
     answer_schema,
     load_prompt,
@@ -37,12 +39,12 @@ from pipeline.layout import generated_dir, read_generated, read_generation_summa
 from pipeline.markers import GenerationSummary
 
 __all__ = [
-    "PROMPT_NAMES",
     "Article",
     "ChangedPair",
     "Dialogue",
     "DialogueTurn",
     "GenerationSummary",
+    "ItemGenerator",
     "LLMContradictionChecker",
     "NewGroup",
     "Paragraph",
@@ -55,8 +57,10 @@ __all__ = [
     "dialogue_paragraphs",
     "generate_items",
     "generated_dir",
+    "generation_prompt_names",
     "group_new_sentences",
     "is_informative",
+    "item_generators",
     "load_prompt",
     "make_item_id",
     "normalize_timestamp",

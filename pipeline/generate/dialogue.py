@@ -26,8 +26,9 @@ from pipeline.generate.items import (
     response_reject,
     text_field,
 )
+from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
-from pipeline.generate.selection import Article, Paragraph
+from pipeline.generate.selection import Article, Paragraph, dialogue_paragraphs
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.text_checks import supporting_sentence
 
@@ -112,3 +113,41 @@ def parse_dialogue(task: DialogueTask, response: LLMResponse, generator: str) ->
         generator=generator,
         raw_output=response.text,
     )
+
+
+def run_dialogues(tasks: list[DialogueTask], batch: Batch) -> KindOutput:
+    """Ask every dialogue task of a shard and keep the dialogues that pass every check (one
+    row per turn)."""
+    rows: list[dict[str, Any]] = []
+    rejects: list[Reject] = []
+    kept = 0
+    responses = batch.complete([t.request for t in tasks])
+    for task, response in zip(tasks, responses, strict=True):
+        dialogue = parse_dialogue(task, response, batch.generator)
+        if isinstance(dialogue, Reject):
+            rejects.append(dialogue)
+            continue
+        v = batch.validator.score_dialogue(
+            dialogue, n_sentences=task.article.n_sentences, allowed=task.offered
+        )
+        if v.keep:
+            rows += dialogue.rows()
+            kept += 1
+        else:
+            row = dialogue.as_json()
+            rejects.append(
+                reject_of("dialogue", "dialogue", row, response.text, v.reason or "", v.detail)
+            )
+    return KindOutput(rows, rejects, {"dialogue": len(tasks)}, {"dialogues": kept})
+
+
+DIALOGUE_GENERATOR = ItemGenerator(
+    table="dialogue",
+    prompts=("dialogue",),
+    initial_tasks=lambda article, paragraph, cfg: [dialogue_task(article, paragraph, cfg)],
+    update_tasks=lambda article, cfg, _previous: [
+        dialogue_task(article, para, cfg) for para in dialogue_paragraphs(article, cfg)
+    ],
+    run=run_dialogues,
+    counts=lambda _table, parts: {"dialogues": sum(p["dialogues"] for p in parts)},
+)

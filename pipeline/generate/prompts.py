@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,17 +29,8 @@ from pipeline.dates import MONTH_NAMES
 from pipeline.models.llm.base import LLMRequest
 
 PROMPTS_DIR = package_path("prompts")
-PROMPT_NAMES = (
-    "qa_initial",
-    "qa_new",
-    "qa_changed",
-    "qa_check",
-    "dialogue",
-    "quadruples",
-    "contradiction",
-)
-# Follow-up turns appended to another prompt's conversation (a user part only, no schema).
-FOLLOW_UP_PROMPT_NAMES = ("qa_retry",)
+# The generation stage's templates are named by the item kinds' generators
+# (pipeline.generate.kinds.generation_prompt_names).
 # Prompts of later stages: not part of the generation stage's prompt hashes.
 TEMPORAL_PROMPT_NAMES = ("temporal_question",)
 # The labeling stage's update judge (pipeline.changes): hashed into the labels' digest.
@@ -193,11 +184,13 @@ class PromptTemplate:
         *,
         temperature: float = 0.0,
         schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
         **values: object,
     ) -> LLMRequest:
         """An :class:`LLMRequest` for this template with its answer schema attached
         (``schema``, e.g. from :func:`answer_schema` with the offered indices, or the plain
-        schema of the template's answer)."""
+        schema of the template's answer) and its token cap (``max_tokens``, else
+        :data:`MAX_TOKENS`' entry)."""
         return LLMRequest(
             messages=self.render(**values),
             prompt_hash=self.prompt_hash,
@@ -205,7 +198,7 @@ class PromptTemplate:
             json_schema=schema if schema is not None else answer_schema(self.name),
             schema_name=self.name,
             temperature=temperature,
-            max_tokens=MAX_TOKENS.get(self.name, 256),
+            max_tokens=max_tokens or MAX_TOKENS.get(self.name, 256),
         )
 
 
@@ -247,9 +240,9 @@ def prompt_hash(name: str, directory: str | Path | None = None) -> str:
     return load_prompt(name, directory).prompt_hash
 
 
-def prompt_hashes(directory: str | Path | None = None) -> dict[str, str]:
-    """Hashes of every template the generation stage uses."""
-    names = PROMPT_NAMES + FOLLOW_UP_PROMPT_NAMES
+def prompt_hashes(names: Sequence[str], directory: str | Path | None = None) -> dict[str, str]:
+    """Hashes of the templates ``names`` (the generation stage's: from
+    :func:`pipeline.generate.kinds.generation_prompt_names`)."""
     return {name: prompt_hash(name, directory) for name in names}
 
 
@@ -266,10 +259,10 @@ def _lean(node: Any) -> Any:
     return node
 
 
-@lru_cache(maxsize=16)
-def _schema(name: str) -> str:
+@lru_cache(maxsize=32)
+def _schema(model: type[BaseModel]) -> str:
     # Key order is kept: a grammar-constrained server writes properties in schema order.
-    return json.dumps(_lean(ANSWER_MODELS[name].model_json_schema()))
+    return json.dumps(_lean(model.model_json_schema()))
 
 
 # Longest text each field may hold. With a grammar-constrained server these caps also stop a
@@ -286,7 +279,6 @@ MAX_CHARS: dict[str, int] = {
     "timestamp": 40,
     "reason": 240,
 }
-_LISTS = {"evidence", "turns", "quadruples"}
 _MONTHS = "(" + "|".join(MONTH_NAMES) + ")"  # a regex group of the month names
 # A quadruple's timestamp as English prose writes a date (pipeline.generate.quadruples turns it
 # into ISO): free text lets a small model put "2013 to 2016" in the field, and an ISO form lets
@@ -305,29 +297,34 @@ def _string_branch(prop: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def answer_schema(
-    name: str,
+    answer: str | type[BaseModel],
     *,
     indices: Sequence[int] | None = None,
     min_items: int | None = None,
     max_items: int | None = None,
+    max_chars: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """JSON schema of the answer a template asks for (a fresh copy each call), tightened for
-    constrained decoding: every string has a maximum length, sentence numbers must be among
-    ``indices`` (the ones the prompt offered) and the answer's list (evidence, turns,
-    quadruples) holds ``min_items``..``max_items`` entries."""
-    schema = json.loads(_schema(name))
+    """JSON schema of the answer a template asks for (a fresh copy each call): ``answer`` is
+    the template's name in :data:`ANSWER_MODELS` or the answer model itself (an item kind
+    keeps its own). Tightened for constrained decoding: every string named in
+    :data:`MAX_CHARS` (or ``max_chars``, which adds to it) has a maximum length, sentence
+    numbers (``evidence``, ``sentence``) must be among ``indices`` (the ones the prompt
+    offered) and the answer's lists hold ``min_items``..``max_items`` entries."""
+    model = ANSWER_MODELS[answer] if isinstance(answer, str) else answer
+    limits = {**MAX_CHARS, **(max_chars or {})}
+    schema = json.loads(_schema(model))
     objects = [schema, *schema.get("$defs", {}).values()]
     for obj in objects:
         for key, prop in obj.get("properties", {}).items():
             text = _string_branch(prop)
-            if text is not None and key in MAX_CHARS:
-                text["maxLength"] = MAX_CHARS[key]
+            if text is not None and key in limits:
+                text["maxLength"] = limits[key]
             if text is not None and key == "timestamp":
                 text["pattern"] = TIMESTAMP_PATTERN
             numbers = prop.get("items", prop) if key in ("evidence", "sentence") else None
             if numbers is not None and indices:
                 numbers["enum"] = sorted(set(int(i) for i in indices))
-            if key in _LISTS:
+            if prop.get("type") == "array":
                 if min_items is not None:
                     prop["minItems"] = min_items
                 if max_items is not None:

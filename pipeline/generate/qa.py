@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.config import GenerationConfig
+from pipeline.generate.answer_check import answer_checks, disagreements
 from pipeline.generate.items import (
     FieldError,
     QAItem,
@@ -27,9 +29,18 @@ from pipeline.generate.items import (
     response_reject,
     text_field,
 )
+from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
-from pipeline.generate.selection import Article, ChangedPair, NewGroup, Paragraph, source_context
-from pipeline.generate.validate import REASONS
+from pipeline.generate.selection import (
+    Article,
+    ChangedPair,
+    NewGroup,
+    Paragraph,
+    changed_pairs,
+    group_new_sentences,
+    source_context,
+)
+from pipeline.generate.validate import REASONS, question_key, split_duplicates
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.text_checks import answer_sentence
 
@@ -227,3 +238,103 @@ def parse_qa(task: QATask, response: LLMResponse, generator: str) -> QAItem | Re
         )
     origin = "initial" if task.purpose == "qa_initial" else "new_sentences"
     return QAItem(type="new", origin=origin, **common)
+
+
+_QA_PURPOSE = {"initial": "qa_initial", "new_sentences": "qa_new", "changed_sentence": "qa_changed"}
+
+
+@dataclass
+class _QARound:
+    """One round of QA requests: the kept items and the rejects, each with its task."""
+
+    kept: list[tuple[QATask, QAItem]] = field(default_factory=list)
+    failed: list[tuple[QATask, Reject]] = field(default_factory=list)
+    checks: int = 0
+
+
+def _qa_round(tasks: list[QATask], batch: Batch, check: bool) -> _QARound:
+    """Ask ``tasks``, validate every answer and (``check``) ask each valid pair back."""
+    out = _QARound()
+    responses = batch.complete([t.request for t in tasks])
+    for task, response in zip(tasks, responses, strict=True):
+        item = parse_qa(task, response, batch.generator)
+        if isinstance(item, Reject):
+            out.failed.append((task, item))
+            continue
+        v = batch.validator.score_qa(
+            item, n_sentences=task.article.n_sentences, allowed=task.offered
+        )
+        if v.keep:
+            out.kept.append((task, item))
+        else:
+            reject = reject_of(
+                "qa", task.purpose, item.row(), response.text, v.reason or "", v.detail
+            )
+            out.failed.append((task, reject))
+    if not (check and out.kept):
+        return out
+    checks = answer_checks([item for _, item in out.kept])
+    out.checks = len(checks)
+    failed = disagreements(checks, batch.complete([c.request for c in checks]))
+    for task, item in [pair for pair in out.kept if id(pair[1]) in failed]:
+        detail = f"answer_check_failed: {failed[id(item)]}"
+        reject = reject_of(
+            "qa", task.purpose, item.row(), item.raw_output, "answer_check_failed", detail
+        )
+        out.failed.append((task, reject))
+    out.kept = [pair for pair in out.kept if id(pair[1]) not in failed]
+    return out
+
+
+def _unique_questions(items: list[QAItem]) -> tuple[list[QAItem], list[Reject]]:
+    """``items`` without the questions already kept for the same article."""
+    kept, dups = split_duplicates(items, question_key, lambda q: q.page_id)
+    rejects = [
+        reject_of(
+            "qa", _QA_PURPOSE[item.origin], item.row(), item.raw_output, "duplicate", item.question
+        )
+        for item in dups
+    ]
+    return kept, rejects
+
+
+def run_qa(tasks: list[QATask], batch: Batch) -> KindOutput:
+    """Ask, check and (``qa_answer_check``) ask back every QA task of a shard; one more try
+    for each rejected one (``qa_retry``); then drop repeated questions."""
+    cfg = batch.cfg
+    first = _qa_round(tasks, batch, cfg.qa_answer_check)
+    retries = [
+        r
+        for task, reject in (first.failed if cfg.qa_retry else [])
+        if (r := retry_qa_task(task, reject.reason, seed=cfg.seed)) is not None
+    ]
+    second = _QARound()
+    if retries:
+        batch.note(f"shard {batch.index}: qa retry {len(retries)} requests")
+        second = _qa_round(retries, batch, cfg.qa_answer_check)
+    kept, rejects = _unique_questions([item for _, item in first.kept + second.kept])
+    rejects += [reject for _, reject in first.failed + second.failed]
+    n_checks = first.checks + second.checks
+    requests = (
+        dict(Counter(t.purpose for t in tasks))
+        | ({"qa_check": n_checks} if n_checks else {})
+        | ({"qa_retry": len(retries)} if retries else {})
+    )
+    return KindOutput([q.row() for q in kept], rejects, requests)
+
+
+def _update_tasks(article: Article, cfg: GenerationConfig, previous: str) -> list[QATask]:
+    return [
+        new_qa_task(article, group, cfg)
+        for group in group_new_sentences(article, cfg.new_group_max_sentences)
+    ] + [changed_qa_task(article, pair, cfg, previous) for pair in changed_pairs(article)]
+
+
+QA_GENERATOR = ItemGenerator(
+    table="qa",
+    prompts=("qa_initial", "qa_new", "qa_changed", "qa_check"),
+    follow_ups=("qa_retry",),
+    initial_tasks=lambda article, paragraph, cfg: [initial_qa_task(article, paragraph, cfg)],
+    update_tasks=_update_tasks,
+    run=run_qa,
+)

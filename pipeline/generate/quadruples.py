@@ -33,8 +33,10 @@ from pipeline.generate.items import (
     response_reject,
     text_field,
 )
+from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
 from pipeline.generate.selection import CHANGED, NEW, Article, is_statement
+from pipeline.generate.validate import quadruple_key, split_duplicates
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 
 _NULLS = {"", "null", "none", "n/a", "na", "unknown", "not given", "no date", "-"}
@@ -184,3 +186,51 @@ def parse_quadruples(
         except FieldError as err:
             rejects.append(field_reject(*where, response, prompt_hash, err, record))
     return quads, rejects
+
+
+def run_quadruples(tasks: list[QuadrupleTask], batch: Batch) -> KindOutput:
+    """Ask every quadruple task of a shard, keep the facts that pass every check, then drop
+    the ones already kept for the same article."""
+    kept: list[Quadruple] = []
+    rejects: list[Reject] = []
+    raw_of: dict[int, str] = {}  # id(quadruple) -> the output it came from, for duplicates
+    responses = batch.complete([t.request for t in tasks])
+    for task, response in zip(tasks, responses, strict=True):
+        found, bad = parse_quadruples(task, response, batch.generator)
+        rejects.extend(bad)
+        for quad in found:
+            v = batch.validator.score_quadruple(
+                quad, n_sentences=task.article.n_sentences, allowed=task.offered
+            )
+            if v.keep:
+                kept.append(quad)
+                raw_of[id(quad)] = response.text
+            else:
+                reason, detail = v.reason or "", v.detail
+                rejects.append(
+                    reject_of("quadruple", "quadruples", quad.row(), response.text, reason, detail)
+                )
+    kept, dups = split_duplicates(kept, quadruple_key, lambda q: q.page_id)
+    for quad in dups:
+        detail = f"{quad.subject} | {quad.relation} | {quad.object} | {quad.timestamp}"
+        rejects.append(
+            reject_of("quadruple", "quadruples", quad.row(), raw_of[id(quad)], "duplicate", detail)
+        )
+    return KindOutput([q.row() for q in kept], rejects, {"quadruples": len(tasks)})
+
+
+QUADRUPLE_GENERATOR = ItemGenerator(
+    table="quadruples",
+    prompts=("quadruples",),
+    initial_tasks=lambda article, paragraph, cfg: [
+        quadruple_task(article, paragraph.sent_idx, cfg)
+    ],
+    update_tasks=lambda article, cfg, _previous: [
+        quadruple_task(article, chunk, cfg)
+        for chunk in update_sentence_chunks(article, cfg.new_group_max_sentences)
+    ],
+    run=run_quadruples,
+    counts=lambda table, _parts: {
+        "dated": sum(t is not None for t in table["timestamp"].to_pylist())
+    },
+)

@@ -30,41 +30,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline import progress
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
-from pipeline.generate.answer_check import answer_checks, disagreements
-from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
-from pipeline.generate.items import Dialogue, QAItem, Quadruple, Reject, rows_table, to_json
+from pipeline.generate.items import rows_table
+from pipeline.generate.kinds import Batch, generation_prompt_names, item_generators
 from pipeline.generate.prompts import prompt_hashes
-from pipeline.generate.qa import (
-    QATask,
-    changed_qa_task,
-    initial_qa_task,
-    new_qa_task,
-    parse_qa,
-    retry_qa_task,
-)
-from pipeline.generate.quadruples import (
-    QuadrupleTask,
-    parse_quadruples,
-    quadruple_task,
-    update_sentence_chunks,
-)
-from pipeline.generate.selection import (
-    Article,
-    changed_pairs,
-    dialogue_paragraphs,
-    group_new_sentences,
-    select_paragraphs,
-)
-from pipeline.generate.validate import (
-    GroundingNLI,
-    ItemValidator,
-    quadruple_key,
-    question_key,
-    split_duplicates,
-)
+from pipeline.generate.selection import Article, select_paragraphs
+from pipeline.generate.validate import GroundingNLI, ItemValidator
 from pipeline.layout import (
     done_before,
     generated_dir,
@@ -80,7 +52,7 @@ from pipeline.layout import (
 )
 from pipeline.markers import GenerationSummary
 from pipeline.models.embedder import Embedder
-from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
+from pipeline.models.llm.base import LLMBackend, LLMRequest
 from pipeline.schemas import GENERATED_SCHEMA_VERSION, GENERATED_TABLES
 from pipeline.shards import ShardedOutput, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
@@ -128,7 +100,7 @@ def _inputs_digest(
         "snapshot": snapshot,
         "previous": previous,
         "files": inputs,
-        "prompts": prompt_hashes(),
+        "prompts": prompt_hashes(generation_prompt_names()),
         "config": cfg.model_dump(mode="json"),
         "backend": f"{backend.backend_id}:{backend.model}",
         "embedder": getattr(embedder, "model_id", type(embedder).__name__),
@@ -212,52 +184,7 @@ def attach_labels(
     return initial, updated, missing
 
 
-def _complete(backend: LLMBackend, requests: list[LLMRequest], usage: Counter) -> list[LLMResponse]:
-    if not requests:
-        return []
-    progress.add_total(len(requests))
-    responses = backend.complete_many(requests, on_response=lambda _i, _r: progress.advance())
-    if len(responses) != len(requests):
-        raise WikidriftError(
-            f"backend {backend.backend_id} answered {len(responses)} of {len(requests)} requests"
-        )
-    require_answered(responses, backend)
-    usage["batches"] += 1
-    usage["requests"] += len(requests)
-    for r in responses:
-        usage["prompt_tokens"] += r.prompt_tokens
-        usage["completion_tokens"] += r.completion_tokens
-        usage["cost_usd_micro"] += round(r.cost_usd * 1_000_000)
-        usage["cached"] += int(r.cached)
-        usage["errors"] += int(r.error is not None)
-    return responses
-
-
-def _reject_of(
-    kind: str, purpose: str, item: dict[str, Any], raw: str | None, reason: str, detail: str
-) -> Reject:
-    row = {k: v for k, v in item.items() if k != "raw_output"}
-    return Reject(
-        kind=kind,
-        page_id=row.get("page_id"),
-        snapshot=row.get("snapshot", ""),
-        reason=reason,
-        detail=detail,
-        purpose=purpose,
-        item_json=to_json(row),
-        raw_output=raw,
-        prompt_hash=row.get("prompt_hash", ""),
-    )
-
-
-_QA_PURPOSE = {"initial": "qa_initial", "new_sentences": "qa_new", "changed_sentence": "qa_changed"}
-
-
-@dataclass
-class _Tasks:
-    qa: list[QATask] = field(default_factory=list)
-    dialogue: list[DialogueTask] = field(default_factory=list)
-    quadruples: list[QuadrupleTask] = field(default_factory=list)
+Tasks = dict[str, list[Any]]  # generated table -> its tasks, in article order
 
 
 def _plan(
@@ -266,156 +193,19 @@ def _plan(
     previous: str | None,
     embedder: Embedder,
     cfg: GenerationConfig,
-) -> _Tasks:
-    """Every request of the run, articles in snapshot order."""
-    tasks = _Tasks()
+) -> Tasks:
+    """Every request of the run, per kind, articles in snapshot order."""
+    gens = [g for g in item_generators() if getattr(cfg, g.table)]
+    tasks: Tasks = {g.table: [] for g in item_generators()}
     selected = select_paragraphs(initial, embedder, cfg) if initial else {}
     for art in initial:
         for para in selected.get(art.page_id, []):
-            if cfg.qa:
-                tasks.qa.append(initial_qa_task(art, para, cfg))
-            if cfg.dialogue:
-                tasks.dialogue.append(dialogue_task(art, para, cfg))
-            if cfg.quadruples:
-                tasks.quadruples.append(quadruple_task(art, para.sent_idx, cfg))
+            for g in gens:
+                tasks[g.table] += g.initial_tasks(art, para, cfg)
     for art in updated:
-        if cfg.qa:
-            for group in group_new_sentences(art, cfg.new_group_max_sentences):
-                tasks.qa.append(new_qa_task(art, group, cfg))
-            for pair in changed_pairs(art):
-                tasks.qa.append(changed_qa_task(art, pair, cfg, previous or ""))
-        if cfg.dialogue:
-            for para in dialogue_paragraphs(art, cfg):
-                tasks.dialogue.append(dialogue_task(art, para, cfg))
-        if cfg.quadruples:
-            for chunk in update_sentence_chunks(art, cfg.new_group_max_sentences):
-                tasks.quadruples.append(quadruple_task(art, chunk, cfg))
+        for g in gens:
+            tasks[g.table] += g.update_tasks(art, cfg, previous or "")
     return tasks
-
-
-@dataclass
-class _QARound:
-    """One round of QA requests: the kept items and the rejects, each with its task."""
-
-    kept: list[tuple[QATask, QAItem]] = field(default_factory=list)
-    failed: list[tuple[QATask, Reject]] = field(default_factory=list)
-    checks: int = 0
-
-
-def _qa_round(
-    tasks: list[QATask],
-    backend: LLMBackend,
-    usage: Counter,
-    generator: str,
-    validator: ItemValidator,
-    check: bool,
-) -> _QARound:
-    """Ask ``tasks``, validate every answer and (``check``) ask each valid pair back."""
-    out = _QARound()
-    responses = _complete(backend, [t.request for t in tasks], usage)
-    for task, response in zip(tasks, responses, strict=True):
-        item = parse_qa(task, response, generator)
-        if isinstance(item, Reject):
-            out.failed.append((task, item))
-            continue
-        v = validator.score_qa(item, n_sentences=task.article.n_sentences, allowed=task.offered)
-        if v.keep:
-            out.kept.append((task, item))
-        else:
-            reject = _reject_of(
-                "qa", task.purpose, item.row(), response.text, v.reason or "", v.detail
-            )
-            out.failed.append((task, reject))
-    if not (check and out.kept):
-        return out
-    checks = answer_checks([item for _, item in out.kept])
-    out.checks = len(checks)
-    failed = disagreements(checks, _complete(backend, [c.request for c in checks], usage))
-    for task, item in [pair for pair in out.kept if id(pair[1]) in failed]:
-        detail = f"answer_check_failed: {failed[id(item)]}"
-        reject = _reject_of(
-            "qa", task.purpose, item.row(), item.raw_output, "answer_check_failed", detail
-        )
-        out.failed.append((task, reject))
-    out.kept = [pair for pair in out.kept if id(pair[1]) not in failed]
-    return out
-
-
-def _unique_questions(items: list[QAItem]) -> tuple[list[QAItem], list[Reject]]:
-    """``items`` without the questions already kept for the same article."""
-    kept, dups = split_duplicates(items, question_key, lambda q: q.page_id)
-    rejects = [
-        _reject_of(
-            "qa", _QA_PURPOSE[item.origin], item.row(), item.raw_output, "duplicate", item.question
-        )
-        for item in dups
-    ]
-    return kept, rejects
-
-
-def _dialogues(
-    tasks: list[DialogueTask],
-    responses: list[LLMResponse],
-    generator: str,
-    validator: ItemValidator,
-) -> tuple[list[Dialogue], list[Reject]]:
-    kept: list[Dialogue] = []
-    rejects: list[Reject] = []
-    for task, response in zip(tasks, responses, strict=True):
-        dialogue = parse_dialogue(task, response, generator)
-        if isinstance(dialogue, Reject):
-            rejects.append(dialogue)
-            continue
-        v = validator.score_dialogue(
-            dialogue, n_sentences=task.article.n_sentences, allowed=task.offered
-        )
-        if v.keep:
-            kept.append(dialogue)
-        else:
-            row = dialogue.as_json()
-            rejects.append(
-                _reject_of("dialogue", "dialogue", row, response.text, v.reason or "", v.detail)
-            )
-    return kept, rejects
-
-
-def _quadruples(
-    tasks: list[QuadrupleTask],
-    responses: list[LLMResponse],
-    generator: str,
-    validator: ItemValidator,
-) -> tuple[list[Quadruple], list[Reject]]:
-    kept: list[Quadruple] = []
-    rejects: list[Reject] = []
-    raw_of: dict[int, str] = {}  # id(quadruple) -> the output it came from, for duplicates
-    for task, response in zip(tasks, responses, strict=True):
-        found, bad = parse_quadruples(task, response, generator)
-        rejects.extend(bad)
-        for quad in found:
-            v = validator.score_quadruple(
-                quad, n_sentences=task.article.n_sentences, allowed=task.offered
-            )
-            if v.keep:
-                kept.append(quad)
-                raw_of[id(quad)] = response.text
-            else:
-                rejects.append(
-                    _reject_of(
-                        "quadruple",
-                        "quadruples",
-                        quad.row(),
-                        response.text,
-                        v.reason or "",
-                        v.detail,
-                    )
-                )
-    kept, dups = split_duplicates(kept, quadruple_key, lambda q: q.page_id)
-    for quad in dups:
-        detail = f"{quad.subject} | {quad.relation} | {quad.object} | {quad.timestamp}"
-        rejects.append(
-            _reject_of("quadruple", "quadruples", quad.row(), raw_of[id(quad)], "duplicate", detail)
-        )
-    return kept, rejects
 
 
 def _tasks_for(
@@ -425,7 +215,7 @@ def _tasks_for(
     embedder: Embedder,
     cfg: GenerationConfig,
     page_ids: list[int] | None,
-) -> tuple[list[Article], list[Article], list[Article], int, _Tasks]:
+) -> tuple[list[Article], list[Article], list[Article], int, Tasks]:
     articles = load_articles(workdir, snapshot, page_ids)
     if previous is None:
         initial, updated, without_labels = articles, [], 0
@@ -454,7 +244,7 @@ def plan_requests(
     come on top, one short request per valid QA answer, and one retry per rejected QA
     request (``qa_retry``): both unknown before generation."""
     *_, tasks = _tasks_for(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
-    return [t.request for t in (*tasks.qa, *tasks.dialogue, *tasks.quadruples)]
+    return [t.request for kind_tasks in tasks.values() for t in kind_tasks]
 
 
 @dataclass(frozen=True)
@@ -565,46 +355,27 @@ def generate_part(
         workdir, job.snapshot, job.previous, embedder, cfg, job.parts()[index]
     )
     usage: Counter = Counter()
-    generator = f"{backend.backend_id}:{backend.model}"
-    validator = ItemValidator.from_config(cfg, grounding_nli)
-    say = progress or (lambda _: None)
-    say(f"shard {index}: qa {len(tasks.qa)} requests")
-    check = cfg.qa_answer_check
-    first = _qa_round(tasks.qa, backend, usage, generator, validator, check)
-    retries = [
-        r
-        for task, reject in (first.failed if cfg.qa_retry else [])
-        if (r := retry_qa_task(task, reject.reason, seed=cfg.seed)) is not None
-    ]
-    second = _QARound()
-    if retries:
-        say(f"shard {index}: qa retry {len(retries)} requests")
-        second = _qa_round(retries, backend, usage, generator, validator, check)
-    qa_kept, qa_rejects = _unique_questions([item for _, item in first.kept + second.kept])
-    qa_rejects += [reject for _, reject in first.failed + second.failed]
-    n_checks = first.checks + second.checks
-    say(f"shard {index}: dialogue {len(tasks.dialogue)} requests")
-    dialogues, dialogue_rejects = _dialogues(
-        tasks.dialogue,
-        _complete(backend, [t.request for t in tasks.dialogue], usage),
-        generator,
-        validator,
+    batch = Batch(
+        backend=backend,
+        usage=usage,
+        generator=f"{backend.backend_id}:{backend.model}",
+        validator=ItemValidator.from_config(cfg, grounding_nli),
+        cfg=cfg,
+        note=progress or (lambda _: None),
+        index=index,
     )
-    say(f"shard {index}: quadruples {len(tasks.quadruples)} requests")
-    quads, quad_rejects = _quadruples(
-        tasks.quadruples,
-        _complete(backend, [t.request for t in tasks.quadruples], usage),
-        generator,
-        validator,
-    )
-    tables = {
-        "qa": rows_table([q.row() for q in qa_kept], "qa"),
-        "dialogue": rows_table([r for d in dialogues for r in d.rows()], "dialogue"),
-        "quadruples": rows_table([q.row() for q in quads], "quadruples"),
-        "rejects": rows_table(
-            [r.row() for r in qa_rejects + dialogue_rejects + quad_rejects], "rejects"
-        ),
-    }
+    tables: dict[str, pa.Table] = {}
+    rejects = []
+    requests: dict[str, int] = {}
+    extra: dict[str, Any] = {}
+    for g in item_generators():
+        batch.note(f"shard {index}: {g.table} {len(tasks[g.table])} requests")
+        out = g.run(tasks[g.table], batch)
+        tables[g.table] = rows_table(out.rows, g.table)
+        rejects += out.rejects
+        requests |= out.requests
+        extra |= out.meta
+    tables["rejects"] = rows_table([r.row() for r in rejects], "rejects")
     meta = {
         "page_ids": job.parts()[index],
         "articles": {
@@ -613,13 +384,9 @@ def generate_part(
             "updated": len(updated),
             "without_labels": without_labels,
         },
-        "requests": dict(Counter(t.purpose for t in tasks.qa))
-        | ({"qa_check": n_checks} if n_checks else {})
-        | ({"qa_retry": len(retries)} if retries else {})
-        | {"dialogue": len(tasks.dialogue), "quadruples": len(tasks.quadruples)},
+        "requests": requests,
         "usage": dict(usage),
-        "dialogues": len(dialogues),
-    }
+    } | extra
     shards.write_part(tables, meta, index=index)
     return meta
 
@@ -649,7 +416,6 @@ def finalize_generation(job: GenerationJob, *, seconds: float = 0.0) -> Generati
     by_kind: dict[str, Counter] = {}
     for r in rejects:
         by_kind.setdefault(r["kind"], Counter())[r["reason"]] += 1
-    quads = tables["quadruples"]
     summary = GenerationSummary(
         snapshot=job.snapshot,
         previous=job.previous,
@@ -657,11 +423,8 @@ def finalize_generation(job: GenerationJob, *, seconds: float = 0.0) -> Generati
         articles={k: articles.get(k, 0) for k in ("total", "initial", "updated", "without_labels")},
         requests=dict(requests),
         counts={
-            "qa": _type_counts(tables["qa"]),
-            "dialogue": _type_counts(tables["dialogue"])
-            | {"dialogues": sum(p["dialogues"] for p in parts)},
-            "quadruples": _type_counts(quads)
-            | {"dated": sum(t is not None for t in quads["timestamp"].to_pylist())},
+            g.table: _type_counts(tables[g.table]) | g.counts(tables[g.table], parts)
+            for g in item_generators()
         },
         rejects=dict(sorted(Counter(r["reason"] for r in rejects).items())),
         rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
@@ -675,7 +438,7 @@ def finalize_generation(job: GenerationJob, *, seconds: float = 0.0) -> Generati
             "cached": usage["cached"],
             "errors": usage["errors"],
         },
-        prompt_hashes=prompt_hashes(),
+        prompt_hashes=prompt_hashes(generation_prompt_names()),
         embedder=job.embedder_id,
         seconds=round(seconds, 3),
         inputs=job.inputs,

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.generate.kinds import SHARED_PROMPTS, generation_prompt_names, item_generators
 from pipeline.generate.prompts import (
     ANSWER_MODELS,
-    FOLLOW_UP_PROMPT_NAMES,
     LABELING_PROMPT_NAMES,
-    PROMPT_NAMES,
     PROMPTS_DIR,
     TEMPORAL_PROMPT_NAMES,
     answer_schema,
@@ -35,7 +34,9 @@ PLACEHOLDERS = {
     "temporal_question": {"facts", "answer", "time", "kind"},
     "update_check": {"old_marked", "new_sentence"},
 }
-ALL_PROMPTS = PROMPT_NAMES + TEMPORAL_PROMPT_NAMES + LABELING_PROMPT_NAMES
+# Every template with a system part and an answer schema (follow-up turns have neither).
+KIND_PROMPTS = tuple(p for g in item_generators() for p in g.prompts)
+ALL_PROMPTS = KIND_PROMPTS + SHARED_PROMPTS + TEMPORAL_PROMPT_NAMES + LABELING_PROMPT_NAMES
 # Distinctive wording of the GrowOVER prompts (Appendix H): ours must say it differently.
 PAPER_PHRASES = [
     "NOT DIRECTLY VISIBLE",
@@ -154,7 +155,8 @@ def test_edited_template_gets_a_new_hash(tmp_path: Path) -> None:
     assert prompt_hash("qa_new", tmp_path) == prompt_hash("qa_new")
     (tmp_path / "qa_new.md").write_bytes(source + b"\nOne more rule.\n")
     assert prompt_hash("qa_new", tmp_path) != prompt_hash("qa_new")
-    assert set(prompt_hashes()) == set(PROMPT_NAMES + FOLLOW_UP_PROMPT_NAMES)
+    names = generation_prompt_names()
+    assert list(prompt_hashes(names)) == [*KIND_PROMPTS, *SHARED_PROMPTS, "qa_retry"]
 
 
 def test_template_without_sections_is_all_user_text() -> None:
