@@ -138,7 +138,7 @@ def _repeated_turns(turns: Sequence[DialogueTurn]) -> str:
     return ""
 
 
-def _url_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, str]]) -> Check:
+def url_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, str]]) -> Check:
     """``contains_url`` over the item's own texts and (strong links only) its evidence: a
     sentence carrying a link is injected or boilerplate text, not a fact to ask about."""
     found = [f"{name}: {url}" for name, text in fields if (url := find_url(text))]
@@ -148,7 +148,7 @@ def _url_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, 
     return Check("contains_url", not found, "; ".join(found))
 
 
-def _script_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, str]]) -> Check:
+def script_check(fields: Sequence[tuple[str, str]], evidence: Sequence[tuple[str, str]]) -> Check:
     """``garbled_text``: a letter of a script (Chinese, Cyrillic, ...) that the evidence does
     not use. A small model pushed to end a capped string sometimes emits one ("steatotic肝")."""
     seen = {c for _, text in evidence for c in text}
@@ -198,9 +198,11 @@ class Verdict:
         return "; ".join(f"{c.name}: {c.detail}" if c.detail else c.name for c in self.failures)
 
 
-def _evidence_checks(
+def evidence_checks(
     indices: Sequence[int], n_sentences: int, allowed: Collection[int] | None
 ) -> list[Check]:
+    """``empty_field``, ``evidence_out_of_range`` and ``evidence_outside_input`` for an item's
+    evidence indices (``allowed``: the indices its prompt offered)."""
     outside_article = [i for i in indices if not 0 <= i < n_sentences]
     outside_input = (
         [i for i in indices if i not in allowed and i not in outside_article]
@@ -438,9 +440,9 @@ class ItemValidator:
         evidence = [("evidence", item.evidence_text)]
         if changed:
             evidence.append(("old evidence", item.old_evidence_text or ""))
-        checks.append(_url_check(texts, evidence))
-        checks.append(_script_check(texts, evidence))
-        checks += _evidence_checks(item.evidence_sent_idx, n_sentences, allowed)
+        checks.append(url_check(texts, evidence))
+        checks.append(script_check(texts, evidence))
+        checks += evidence_checks(item.evidence_sent_idx, n_sentences, allowed)
         phrase = leaning_phrase(item.question)
         checks.append(Check("question_leans_on_text", phrase is None, phrase or ""))
         dangling = dangling_reference(item.question)
@@ -502,16 +504,16 @@ class ItemValidator:
         empty = [name for name, text in texts if not text.strip()]
         checks.append(Check("empty_field", not empty, ", ".join(empty)))
         checks.append(
-            _url_check(
+            url_check(
                 texts, [(f"turn {t.turn_idx} evidence", t.evidence_text) for t in dialogue.turns]
             )
         )
         checks.append(
-            _script_check(texts, [(f"turn {t.turn_idx}", t.evidence_text) for t in dialogue.turns])
+            script_check(texts, [(f"turn {t.turn_idx}", t.evidence_text) for t in dialogue.turns])
         )
         indices = [i for t in dialogue.turns for i in t.evidence_sent_idx]
         one_each = all(len(t.evidence_sent_idx) == 1 for t in dialogue.turns)
-        checks += _evidence_checks(indices if one_each else [], n_sentences, allowed)
+        checks += evidence_checks(indices if one_each else [], n_sentences, allowed)
         unlabeled = [
             t.turn_idx for t in dialogue.turns if t.type not in ("new", "changed", "unchanged")
         ]
@@ -543,9 +545,9 @@ class ItemValidator:
         texts = [("subject", quad.subject), ("relation", quad.relation), ("object", quad.object)]
         empty = [name for name, value in texts if not value.strip()]
         checks = [Check("empty_field", not empty, ", ".join(empty))]
-        checks.append(_url_check(texts, [("evidence", quad.evidence_text)]))
-        checks.append(_script_check(texts, [("evidence", quad.evidence_text)]))
-        checks += _evidence_checks(quad.evidence_sent_idx, n_sentences, allowed)
+        checks.append(url_check(texts, [("evidence", quad.evidence_text)]))
+        checks.append(script_check(texts, [("evidence", quad.evidence_text)]))
+        checks += evidence_checks(quad.evidence_sent_idx, n_sentences, allowed)
         ts = quad.timestamp
         valid_ts = ts is None or is_iso_timestamp(ts)
         checks.append(Check("bad_timestamp", valid_ts, "" if valid_ts else repr(ts)))
