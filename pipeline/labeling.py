@@ -28,6 +28,9 @@ from pipeline.config import Config
 from pipeline.errors import WikidriftError
 from pipeline.facts import FactExtractor
 from pipeline.layout import (
+    EMBEDDING_CACHE,
+    NLI_CACHE,
+    cache_dir,
     done_before,
     labels_dir,
     output_fingerprints,
@@ -45,9 +48,6 @@ from pipeline.schemas import LABELS, LABELS_SCHEMA, LABELS_SCHEMA_VERSION
 from pipeline.shards import ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
-    EMBEDDING_CACHE,
-    NLI_CACHE,
-    cache_dir,
     read_parquet,
     write_json_atomic,
 )

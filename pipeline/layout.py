@@ -205,6 +205,43 @@ def claim_workdir(workdir: str | Path) -> None:
             raise
 
 
+# --------------------------------------------------------------- caches, logs, locks, reports
+# File names of the caches under ``cache/`` that more than one stage shares.
+EMBEDDING_CACHE = "embeddings.sqlite"
+NLI_CACHE = "nli.sqlite"
+LLM_CACHE = "llm_calls.sqlite"
+SPLIT_CACHE = "sentence_splits.sqlite"
+
+
+def cache_dir(workdir: str | Path, *, create: bool = True) -> Path:
+    """``<workdir>/cache``: embeddings, NLI results, LLM calls, sentence splits, the dump
+    index and downloads (``dumps/``), OpenAI batch state (``openai_batch/``)."""
+    path = Path(workdir) / "cache"
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def logs_dir(workdir: str | Path) -> Path:
+    """``<workdir>/logs``: the local LLM server's, the CLI's and Prefect's logs."""
+    return Path(workdir) / "logs"
+
+
+def locks_dir(workdir: str | Path) -> Path:
+    """``<workdir>/locks``: one lock file per stage that publishes into the workdir."""
+    return Path(workdir) / "locks"
+
+
+def evaluations_dir(workdir: str | Path) -> Path:
+    """``<workdir>/evaluations``: ``wikidrift evaluate`` runs, the leaderboard, plots."""
+    return Path(workdir) / "evaluations"
+
+
+def default_annotations_root(workdir: str | Path) -> Path:
+    """``<workdir>/annotations``: annotation tasks and answers per release."""
+    return Path(workdir) / "annotations"
+
+
 # ---------------------------------------------------------------- stage folders and readers
 
 

@@ -20,6 +20,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError, WikidriftError
 from pipeline.generate.contradiction import LLMContradictionChecker
 from pipeline.generate.stage import plan_requests
+from pipeline.layout import EMBEDDING_CACHE, LLM_CACHE, cache_dir, logs_dir
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.llm import (
     PACKAGED_SMOLLM2,
@@ -35,7 +36,6 @@ from pipeline.models.llm.base import EndpointIdentity
 from pipeline.models.llm.llamacpp import LlamaCppBackend, start_local_llm
 from pipeline.models.llm.packaged import model_name, packaged_model, part_files
 from pipeline.models.vector_cache import VectorCache
-from pipeline.storage import EMBEDDING_CACHE, LLM_CACHE, cache_dir, logs_dir
 
 log = logging.getLogger(__name__)
 

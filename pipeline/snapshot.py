@@ -31,6 +31,8 @@ import pyarrow.compute as pc
 from pipeline import progress
 from pipeline.errors import WikidriftError
 from pipeline.layout import (
+    SPLIT_CACHE,
+    cache_dir,
     list_snapshots,
     output_fingerprints,
     outputs_intact,
@@ -51,7 +53,7 @@ from pipeline.schemas import (
 from pipeline.shards import ShardedOutput, chunk_sizes, chunked
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
 from pipeline.stage import Stage, Tools, run_stage
-from pipeline.storage import cache_dir, write_json_atomic
+from pipeline.storage import write_json_atomic
 from pipeline.text import SentenceSplitter, sentence_hash, wikitext_to_paragraphs
 
 log = logging.getLogger(__name__)
@@ -106,9 +108,6 @@ class _PreviousParses:
     def sentences(self, page_ids: list[int]) -> pa.Table:
         assert self.date is not None
         return read_snapshot_table(self.workdir, self.date, "sentences", page_ids=page_ids)
-
-
-SPLIT_CACHE = "sentence_splits.sqlite"
 
 
 class SplitCache:

@@ -20,19 +20,83 @@ by the flow; never shipped inside a job.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
+import logging
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pipeline import progress
-from pipeline.storage import stage_lock
+from pipeline.errors import WikidriftError
+from pipeline.layout import locks_dir
+
+log = logging.getLogger(__name__)
 
 Job = TypeVar("Job")
 Summary = TypeVar("Summary")
+
+
+class StageBusyError(WikidriftError):
+    """Another process holds the lock of a workdir stage for longer than we wait."""
+
+
+@contextmanager
+def stage_lock(workdir: str | Path, stage: str, *, wait_s: float = 600.0) -> Iterator[None]:
+    """Hold ``<workdir>/locks/<stage>.lock`` (an exclusive ``flock``) for the block, so two
+    writers of one stage (two processes, or two threads) never publish at the same time. A
+    second writer waits up to ``wait_s`` seconds, then fails with one clear message. The
+    kernel drops the lock when its holder dies, so a killed run never blocks the next one.
+    On a read-only workdir nobody can write, so there is nothing to lock: the block runs."""
+    path = locks_dir(workdir) / f"{stage}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            yield
+            return
+        raise
+    try:
+        deadline = time.monotonic() + wait_s
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _lock_holder(fd)
+                if time.monotonic() >= deadline:
+                    raise StageBusyError(
+                        f"the {stage} stage of {workdir} is in use by another wikidrift process"
+                        f"{holder}; wait for it to finish (or stop it), then run this again"
+                    ) from None
+                if not waiting:
+                    log.warning("waiting for another wikidrift process%s (%s)", holder, stage)
+                    waiting = True
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        pid = os.pread(fd, 32, 0).decode().strip()
+    except OSError:
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""
 
 
 def job_digest(blob: Any) -> str:

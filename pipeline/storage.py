@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -26,7 +25,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import DamagedFileError, NewerWorkdirError, WikidriftError
+from pipeline.errors import DamagedFileError, NewerWorkdirError
 
 log = logging.getLogger(__name__)
 
@@ -81,23 +80,6 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def cache_dir(workdir: str | Path) -> Path:
-    """``<workdir>/cache``: embeddings, NLI results, LLM calls, dump index, batch state."""
-    path = Path(workdir) / "cache"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def logs_dir(workdir: str | Path) -> Path:
-    """``<workdir>/logs``: the local LLM server's and Prefect's logs."""
-    return Path(workdir) / "logs"
-
-
-EMBEDDING_CACHE = "embeddings.sqlite"
-NLI_CACHE = "nli.sqlite"
-LLM_CACHE = "llm_calls.sqlite"
 
 
 def file_sha256(path: str | Path) -> str:
@@ -256,68 +238,6 @@ def schema_version_of(path: str | Path) -> int:
     """The schema version stamped in a Parquet file's metadata (0 when absent)."""
     meta = pq.read_schema(path).metadata or {}
     return int(meta.get(SCHEMA_VERSION_KEY, b"0"))
-
-
-# --------------------------------------------------------------------------- stage locks
-class StageBusyError(WikidriftError):
-    """Another process holds the lock of a workdir stage for longer than we wait."""
-
-
-def locks_dir(workdir: str | Path) -> Path:
-    """``<workdir>/locks``: one lock file per stage that publishes into the workdir."""
-    return Path(workdir) / "locks"
-
-
-@contextmanager
-def stage_lock(workdir: str | Path, stage: str, *, wait_s: float = 600.0) -> Iterator[None]:
-    """Hold ``<workdir>/locks/<stage>.lock`` (an exclusive ``flock``) for the block, so two
-    writers of one stage (two processes, or two threads) never publish at the same time. A
-    second writer waits up to ``wait_s`` seconds, then fails with one clear message. The
-    kernel drops the lock when its holder dies, so a killed run never blocks the next one.
-    On a read-only workdir nobody can write, so there is nothing to lock: the block runs."""
-    path = locks_dir(workdir) / f"{stage}.lock"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as exc:
-        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            yield
-            return
-        raise
-    try:
-        deadline = time.monotonic() + wait_s
-        waiting = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                holder = _lock_holder(fd)
-                if time.monotonic() >= deadline:
-                    raise StageBusyError(
-                        f"the {stage} stage of {workdir} is in use by another wikidrift process"
-                        f"{holder}; wait for it to finish (or stop it), then run this again"
-                    ) from None
-                if not waiting:
-                    log.warning("waiting for another wikidrift process%s (%s)", holder, stage)
-                    waiting = True
-                time.sleep(0.2)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def _lock_holder(fd: int) -> str:
-    try:
-        pid = os.pread(fd, 32, 0).decode().strip()
-    except OSError:
-        return ""
-    return f" (pid {pid})" if pid.isdigit() else ""
 
 
 # --------------------------------------------------------------------------- publishing dirs

@@ -9,10 +9,10 @@ import pytest
 
 import pipeline.runtime as runtime
 from pipeline.config import load_config
+from pipeline.layout import LLM_CACHE
 from pipeline.models.llm.base import LLMRequest
 from pipeline.models.llm.packaged import model_name
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.storage import LLM_CACHE
 
 
 def test_local_llm_and_its_cache_start_on_first_use(

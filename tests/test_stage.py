@@ -191,3 +191,33 @@ def test_every_stage_is_a_stage_with_its_own_lock() -> None:
     assert all(isinstance(s, Stage) for s in stages)
     # The three with a workdir to repair after a kill say how.
     assert {s.name for s in stages if s.recover is not None} == {"ledger", "temporal", "release"}
+
+
+def test_stage_lock_makes_a_second_writer_wait_then_fail_clearly(tmp_path: Path) -> None:
+    import os
+    import threading
+    import time
+
+    from pipeline.stage import StageBusyError, stage_lock
+
+    order: list[str] = []
+    held = threading.Event()
+
+    def first() -> None:
+        with stage_lock(tmp_path, "release"):
+            held.set()
+            time.sleep(0.6)
+            order.append("first done")
+
+    t = threading.Thread(target=first)
+    t.start()
+    held.wait(5)
+    busy = rf"in use by another .*\(pid {os.getpid()}\)"
+    with pytest.raises(StageBusyError, match=busy), stage_lock(tmp_path, "release", wait_s=0.1):
+        pass
+    with stage_lock(tmp_path, "release", wait_s=10):  # waits for the first to finish
+        order.append("second")
+    t.join()
+    assert order == ["first done", "second"]
+    with stage_lock(tmp_path, "ledger", wait_s=0):  # other stages are not blocked
+        pass

@@ -28,10 +28,9 @@ from typing import Any, NoReturn
 
 from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
-from pipeline.layout import check_workdir, claim_workdir
+from pipeline.layout import cache_dir, check_workdir, claim_workdir, evaluations_dir, logs_dir
 from pipeline.redact import strip_credentials
 from pipeline.sources import SOURCE_KINDS, SOURCE_NAMES
-from pipeline.storage import logs_dir
 
 log = logging.getLogger("wikidrift")
 
@@ -408,7 +407,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"leaderboard {rep.evaluations_dir(workdir) / 'leaderboard.md'}")
+    print(f"leaderboard {evaluations_dir(workdir) / 'leaderboard.md'}")
     return 0
 
 
@@ -825,7 +824,7 @@ def _database_error(exc: sqlite3.DatabaseError, args: argparse.Namespace) -> str
             f"cache database: {text} (is the workdir read-only?): make it writable, then {_RESUME}"
         )
     workdir = getattr(args, "workdir", None)
-    damaged = _damaged_databases(Path(workdir) / "cache") if workdir is not None else []
+    damaged = _damaged_databases(cache_dir(workdir, create=False)) if workdir is not None else []
     if damaged:
         names = ", ".join(str(p) for p in damaged)
         return (

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import WikidriftError
+from pipeline.layout import default_annotations_root
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,6 @@ RESERVED_NAMES = frozenset({"tasks", "sample", "report"})
 # Task fields that would tell an annotator which label the pipeline chose (GrowOVER's workers
 # judged blind; showing the label invites agreeing with it).
 _HIDDEN_TASK_FIELDS = ("label", "rule", "decided_by", "similarity", "replaces")
-
-
-def default_annotations_root(workdir: str | Path) -> Path:
-    """``<workdir>/annotations``."""
-    return Path(workdir) / "annotations"
 
 
 def release_annotations_dir(

@@ -18,14 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.evaluate.harness import TYPES, EvalRun
+from pipeline.layout import evaluations_dir
 from pipeline.storage import atomic_open, write_json_atomic, write_text_atomic
 
 _RUN_KEY = ("release", "model", "retriever", "k", "kinds", "limit")
-
-
-def evaluations_dir(workdir: str | Path) -> Path:
-    """``<workdir>/evaluations``."""
-    return Path(workdir) / "evaluations"
 
 
 def slug(text: str) -> str:

@@ -61,6 +61,7 @@ from urllib.parse import unquote, urlsplit
 
 from pipeline.config import Config
 from pipeline.errors import ConfigError, IntegrityError, SourceError
+from pipeline.layout import cache_dir
 from pipeline.records import RawRevision
 from pipeline.sources import ArticleSelection, normalize_title, snapshot_cutoff
 from pipeline.sources.dump_client import DATE_RE, DEFAULT_BASE_URL, WIKI_RE, DumpClient
@@ -439,10 +440,10 @@ def dump_source(cfg: Config, workdir: Path, snapshot_date: date) -> tuple[DumpSo
             "snapshot.input = '': the dump source needs --input, a dump directory URL such as "
             f"{cfg.dump.base_url}/{cfg.dump.wiki}/{snapshot_date:%Y%m%d}/ or a local dump file"
         )
-    cache_dir = Path(cfg.dump.cache_dir) if cfg.dump.cache_dir else workdir / "cache" / "dumps"
+    default = cache_dir(workdir, create=False) / "dumps"
     source = DumpSource.from_input(
         value,
-        cache_dir=cache_dir,
+        cache_dir=Path(cfg.dump.cache_dir) if cfg.dump.cache_dir else default,
         user_agent=cfg.api.user_agent,
         max_retries=cfg.dump.max_retries,
         timeout_s=cfg.dump.timeout_s,

@@ -169,3 +169,29 @@ def test_template_without_sections_is_all_user_text() -> None:
 
 def test_number_sentences_uses_article_indices() -> None:
     assert number_sentences((7, 8), ("A.", "B.")) == "[7] A.\n[8] B."
+
+
+def test_a_kind_brings_its_own_answer_model_and_limits() -> None:
+    from pydantic import BaseModel, ConfigDict
+
+    class Pick(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        sentence: int
+        blank: str
+        answer: str
+
+    class Picks(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        items: list[Pick]
+
+    schema = answer_schema(Picks, indices=[4, 2], max_items=2, max_chars={"blank": 30})
+    pick = schema["$defs"]["Pick"]["properties"]
+    assert pick["sentence"]["enum"] == [2, 4]
+    assert pick["blank"]["maxLength"] == 30  # its own field
+    assert pick["answer"]["maxLength"] == 80  # the shared cap
+    assert schema["properties"]["items"]["maxItems"] == 2
+    request = load_prompt("quadruples").request(
+        schema=schema, max_tokens=123, **_values("quadruples")
+    )
+    assert request.max_tokens == 123 and request.json_schema == schema
+    assert load_prompt("quadruples").request(**_values("quadruples")).max_tokens == 900
