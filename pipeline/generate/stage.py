@@ -13,7 +13,9 @@ request, one dialogue request and one quadruple request. Later snapshots (§3.3)
 group of consecutive new sentences, one changed QA per changed sentence, one dialogue per
 informative paragraph holding changed / new sentences, quadruples from new and changed
 sentences. All requests of one kind go to the backend in a single ``complete_many`` call, so
-the backend can batch, parallelize and cache them.
+the backend can batch, parallelize and cache them. What each kind asks, and how its answers
+are parsed and checked, is its :class:`~pipeline.generate.kinds.ItemGenerator`'s; this module
+plans every registered generator's tasks, runs them shard by shard and merges the tables.
 
 A finished run is not redone when the digest of its inputs (snapshot and label files, prompt
 hashes, generation config, backend model, embedder, article filter) is unchanged.
@@ -32,7 +34,7 @@ import pyarrow as pa
 
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
-from pipeline.generate.items import rows_table
+from pipeline.generate.items import Reject, rows_table
 from pipeline.generate.kinds import Batch, generation_prompt_names, item_generators
 from pipeline.generate.prompts import prompt_hashes
 from pipeline.generate.selection import Article, select_paragraphs
@@ -365,7 +367,7 @@ def generate_part(
         index=index,
     )
     tables: dict[str, pa.Table] = {}
-    rejects = []
+    rejects: list[Reject] = []
     requests: dict[str, int] = {}
     extra: dict[str, Any] = {}
     for g in item_generators():
