@@ -56,7 +56,7 @@ from pipeline.markers import GenerationSummary
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest
 from pipeline.schemas import GENERATED_SCHEMA_VERSION, GENERATED_TABLES
-from pipeline.shards import ShardedOutput, chunked
+from pipeline.shards import ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import write_json_atomic
 
@@ -353,8 +353,9 @@ def generate_part(
     if shards.is_done(index):
         return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
     workdir = Path(job.workdir)
+    page_ids = job.parts()[index]
     articles, initial, updated, without_labels, tasks = _tasks_for(
-        workdir, job.snapshot, job.previous, embedder, cfg, job.parts()[index]
+        workdir, job.snapshot, job.previous, embedder, cfg, page_ids
     )
     usage: Counter = Counter()
     batch = Batch(
@@ -379,7 +380,7 @@ def generate_part(
         extra |= out.meta
     tables["rejects"] = rows_table([r.row() for r in rejects], "rejects")
     meta = {
-        "page_ids": job.parts()[index],
+        "page_ids": page_ids,
         "articles": {
             "total": len(articles),
             "initial": len(initial),
@@ -455,7 +456,7 @@ GENERATE_STAGE: Stage[GenerationJob, GenerationSummary] = Stage(
     name="generate",
     unit="LLM request",  # the backend reports requests as they are planned and answered
     prepare=lambda job, force: prepare_generation(job, force=force),
-    part_sizes=lambda job: [0] * len(job.parts()),
+    part_sizes=lambda job: [0] * len(chunk_sizes(len(job.page_order), job.shard_pages)),
     run_part=lambda job, index, tools: generate_part(
         job,
         index,

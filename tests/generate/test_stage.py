@@ -13,10 +13,10 @@ import pytest
 
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
+from pipeline.generate.kinds import reject_reasons
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.selection import is_elaboration, is_statement
 from pipeline.generate.stage import generate_items
-from pipeline.generate.validate import REASONS
 from pipeline.layout import (
     generated_dir,
     read_generated,
@@ -301,7 +301,7 @@ def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs)
     # are not sent; grammar_mismatch is off for the scripted model, whose relations are no words
     # of their sentences; tests/generate/test_validate.py and tests/test_syntax.py cover both).
     seen = {r["reason"] for r in rejects}
-    assert seen == set(REASONS) - {"evidence_unlabeled", "grammar_mismatch"}
+    assert seen == set(reject_reasons()) - {"evidence_unlabeled", "grammar_mismatch"}
     counted = {**runs.first.rejects}
     for reason, n in runs.second.rejects.items():
         counted[reason] = counted.get(reason, 0) + n
