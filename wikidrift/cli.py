@@ -491,6 +491,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     dates = [d.isoformat() for d in cfg.snapshot.dates]
     log_path = None if args.verbose else _log_to_file(logs_dir(workdir) / "run.log")
     configure_prefect(log_path)
+    from flows.prefect_server import start_prefect_server
+
+    # our own Prefect server, which dies with this command (Prefect's would outlive a kill -9)
+    start_prefect_server(logs_dir(workdir) / "prefect-server.log")
     print(
         f"wikidrift run: {len(dates)} release(s) {', '.join(dates)} into {workdir}/"
         + (f" (details: {log_path})" if log_path else ""),
@@ -769,13 +773,43 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
-def _stop(code: int, message: str) -> int:
-    """Say why we stop, stop the local LLM server, and do not wait for busy worker threads:
-    what they finished is saved, what they did not is redone by the next identical command."""
+def _in_worker_thread(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run the command in a worker thread while the main thread only waits, so SIGTERM and
+    Ctrl-C are handled at once, whatever the command is doing: Prefect's flow engine installs
+    its own SIGTERM handler in the main thread (and then waits for every running task), and a
+    thread pool's exit waits for requests in flight. The command's exception is raised here."""
+    outcome: dict[str, object] = {}
+
+    def work() -> None:
+        try:
+            outcome["code"] = func(args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread as is
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="wikidrift-command", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return int(outcome["code"])  # type: ignore[call-overload]
+
+
+def _stop_servers(at_once: bool = False) -> None:
+    """Stop the local LLM server and the Prefect server this command started (idempotent;
+    ``at_once``: no grace period for the Prefect server)."""
+    from flows.prefect_server import stop_prefect_server
     from pipeline.models.llm.llamacpp_server import stop_shared_servers
 
-    print(f"wikidrift: {message}", file=sys.stderr)
     stop_shared_servers()
+    stop_prefect_server(0 if at_once else 5.0)
+
+
+def _stop(code: int, message: str) -> int:
+    """Say why we stop, stop the servers, and do not wait for busy worker threads: what they
+    finished is saved, what they did not is redone by the next identical command."""
+    print(f"wikidrift: {message}", file=sys.stderr)
+    _stop_servers(at_once=True)
     busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if busy and threading.current_thread() is threading.main_thread():
         sys.stdout.flush()
@@ -860,6 +894,13 @@ def _internal_error(exc: Exception, args: argparse.Namespace) -> int:
     return 1
 
 
+# Commands that serve until stopped, with their own signal handling (Prefect's runner, the
+# annotation page's HTTP server): they keep the main thread.
+_MAIN_THREAD_COMMANDS: frozenset[Callable[[argparse.Namespace], int]] = frozenset(
+    {cmd_serve, cmd_annotate}
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wikidrift`` console script."""
     # Library progress bars (model loading) would tear the CLI's own bars apart.
@@ -877,6 +918,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
     try:
+        if in_main_thread and func not in _MAIN_THREAD_COMMANDS:
+            return _in_worker_thread(func, args)
         return func(args)
     except WikidriftError as exc:
         print(f"wikidrift: error: {strip_credentials(str(exc))}", file=sys.stderr)
@@ -897,9 +940,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated:
         return _stop(143, "terminated; finished work is kept, re-run the same command to resume")
     finally:
-        from pipeline.models.llm.llamacpp_server import stop_shared_servers
-
-        stop_shared_servers()
+        _stop_servers()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

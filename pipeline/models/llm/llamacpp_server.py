@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -37,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import WikidriftError
+from pipeline.processes import die_with_parent
 
 log = logging.getLogger(__name__)
 
 SERVER_ENV = "WIKIDRIFT_LLM_SERVER"
-_PR_SET_PDEATHSIG = 1
 _STOP_GRACE_S = 5.0
 
 
@@ -309,13 +308,6 @@ def stop_shared_servers() -> None:
 # --------------------------------------------------------------------------- child process
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def _watch_parent(parent: int) -> None:
     # PDEATHSIG fires when the parent *thread* exits; this covers the rest (and non-Linux).
     while os.getppid() == parent:
@@ -325,7 +317,7 @@ def _watch_parent(parent: int) -> None:
 
 def _child_main(settings_json: str, ready_fd: int) -> None:
     parent = os.getppid()
-    _die_with_parent()
+    die_with_parent()
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     # The native server threads do not stop on Python exceptions: exit the process at once.
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
