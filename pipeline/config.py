@@ -200,6 +200,9 @@ class GenerationConfig(_Section):
     # Check each quadruple against its sentence's dependency parse (spaCy): the relation's verb,
     # who does it and what it takes. Off only for generators that write no sentence's words.
     quadruple_grammar_check: bool = True
+    # Check each question against its evidence's parse: it assumes nothing the evidence does
+    # not say, asks about the action its answer belongs to, and names what it is about.
+    qa_grammar_check: bool = True
 
     @property
     def makes_items(self) -> bool:

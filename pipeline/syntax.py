@@ -169,7 +169,7 @@ class RelationParser:
         if not verbs:
             t = located[0]
             return f"relation {relation!r} holds no verb of the sentence ({t.text!r} is a {t.pos_})"
-        span = _find_span(doc, obj)
+        span = find_span(doc, obj)
         shape = _object_shape_problem(span, words)
         if shape:
             return shape
@@ -207,7 +207,7 @@ def _subject_problem(verb: Any, subject: str, title: str) -> str:
     return f"the sentence's subject of {verb.text!r} is {said!r}, not {subject!r}"
 
 
-def _find_span(doc: Any, text: str) -> Any | None:
+def find_span(doc: Any, text: str) -> Any | None:
     """The tokens of ``doc`` that spell ``text`` (case and punctuation aside), or None."""
     target = "".join(_norm(text))
     if not target:
@@ -279,3 +279,62 @@ def _load_nlp(model: str | None) -> Any:
 
     nlp, _ = load_spacy(model, keep=("tagger", "parser", "attribute_ruler", "lemmatizer"))
     return nlp
+
+
+@lru_cache(maxsize=1)
+def _load_nlp_with_entities() -> Any:
+    from pipeline.text import load_spacy
+
+    nlp, _ = load_spacy(None, keep=("tagger", "parser", "attribute_ruler", "lemmatizer", "ner"))
+    return nlp
+
+
+@lru_cache(maxsize=_MAX_CACHED_DOCS)
+def parse(text: str) -> Any:
+    """spaCy's doc of ``text`` with named entities, parse and lemmas (cached by text)."""
+    return _load_nlp_with_entities()(text)
+
+
+# Words a question or a reply may use without the evidence saying them: what is asked for
+# ("the name", "which year") and how people talk ("happen", "mean").
+_ASKING_WORDS = frozenset(
+    "name names year years date dates day month number numbers amount total type kind "  # noqa: SIM905
+    "many much time times thing things way role part happen happened mean called known "
+    "specific particular exact main current currently".split()
+)
+CLAIM_POS = ("NOUN", "PROPN", "NUM", "ADJ")
+_LIGHT_VERBS = frozenset({"be", "have", "do"})
+
+
+def _forms(doc: Any) -> set[str]:
+    return {t.lower_ for t in doc} | {t.lemma_.lower() for t in doc}
+
+
+def unsupported_words(
+    text: str, sources: Iterable[str], pos: Iterable[str] = CLAIM_POS
+) -> list[str]:
+    """The words of ``text`` of the parts of speech ``pos`` (by default what carries a claim:
+    things, names, numbers, qualities) that no source says in any form ("appointment" is
+    said by "appointed"); stop words and asking words ("name", "year") aside."""
+    pool: set[str] = set()
+    for source in sources:
+        pool |= _forms(parse(source))
+    wanted = frozenset(pos)
+    missing: list[str] = []
+    for token in parse(text):
+        word, lemma = token.lower_, token.lemma_.lower()
+        if token.pos_ not in wanted or word in _ASKING_WORDS:
+            continue
+        # "become", "make", "take" are stop words but name an action; "be" / "have" do not
+        if token.is_stop and (token.pos_ != "VERB" or lemma in _LIGHT_VERBS):
+            continue
+        if lemma in _ASKING_WORDS or not any(c.isalnum() for c in word):
+            continue
+        if word in pool or lemma in pool:
+            continue
+        if not any(c.isdigit() for c in word) and any(
+            _same(word, p) or _same(lemma, p) for p in pool
+        ):
+            continue
+        missing.append(token.text)
+    return list(dict.fromkeys(missing))

@@ -44,7 +44,8 @@ def user_text(request: LLMRequest) -> str:
 
 def numbered(request: LLMRequest) -> list[tuple[int, str]]:
     """The ``[index] sentence`` lines of a request."""
-    return [(int(i), t) for i, t in _SENTENCE.findall(user_text(request))]
+    sentences = user_text(request).partition("Candidate answers:")[0]
+    return [(int(i), t) for i, t in _SENTENCE.findall(sentences)]
 
 
 def title_of(request: LLMRequest) -> str:
@@ -57,6 +58,26 @@ def line_after(request: LLMRequest, prefix: str) -> str:
     """The rest of the line starting with ``prefix``."""
     m = re.search(rf"^{re.escape(prefix)}\s*(.+)$", user_text(request), re.MULTILINE)
     return m.group(1).strip() if m else ""
+
+
+_CANDIDATE_LINE = re.compile(r"^\[(\d+)\] (\".+)$", re.MULTILINE)
+
+
+def candidates(request: LLMRequest) -> list[tuple[int, str]]:
+    """The candidate answers a QA request offers, as (sentence index, text)."""
+    text = user_text(request).partition("Candidate answers:")[2]
+    return [
+        (int(i), value)
+        for i, line in _CANDIDATE_LINE.findall(text)
+        for value in re.findall(r'"([^"]+)"', line)
+    ]
+
+
+def cloze(title: str, sentence: str, answer: str) -> str:
+    """A question made of ``sentence`` with ``answer`` replaced by "what", after the title:
+    every word of it is the sentence's, so it asks about the answer's own fact."""
+    head, _, tail = sentence.rstrip(".").partition(answer)
+    return f"{title}: {head}what{tail}?"[:240]
 
 
 def entity(sentence: str, title: str) -> str | None:
@@ -140,30 +161,12 @@ def good_answer(request: LLMRequest) -> str:
     title = title_of(request)
     sents = numbered(request)
     if request.purpose in ("qa_initial", "qa_new"):
-        chosen = [(i, t, entity(t, title)) for i, t in sents]
-        i, text, ans = next(((i, t, a) for i, t, a in chosen if a), chosen[0])
-        # Two words of the sentence (not of the answer) make the question about its evidence.
-        taken = set((ans or "").lower().split()) | set(title.lower().split())
-        cues = [w for w in _words(text) if w.lower() not in taken and not _YEAR.search(w)][:2]
-        return json.dumps(
-            {
-                "question": f"Which detail about {title} goes with {' and '.join(cues)}?",
-                "answer": ans or "unknown",
-                "evidence": [i],
-            }
-        )
+        # the first offered candidate answer, asked for with its own sentence's words
+        i, answer = candidates(request)[0]
+        return json.dumps({"answer": answer, "question": cloze(title, dict(sents)[i], answer)})
     if request.purpose == "qa_changed":
-        old, new = line_after(request, "EARLIER:"), line_after(request, "CURRENT:")
-        prev, ans = _differing(old, new, title), _differing(new, old, title)
-        # a word both sentences share keeps the question about their topic
-        cue = _shared_word(old, new, title)
-        return json.dumps(
-            {
-                "question": f"What changed ({_tag(new)}) about {cue} for {title}?",
-                "previous_answer": prev,
-                "answer": ans,
-            }
-        )
+        new = line_after(request, "CURRENT:")
+        return json.dumps({"question": cloze(title, new, line_after(request, "ANSWER:"))})
     if request.purpose == "update_check":
         # the words of NEW that OLD lacks: where the marked value was replaced, if it was
         old, new = line_after(request, "OLD:"), line_after(request, "NEW:")
@@ -277,13 +280,12 @@ def _temporal_question(request: LLMRequest) -> str:
 def _qa_fault(kind: str, request: LLMRequest) -> str:
     good = json.loads(good_answer(request))
     sents = numbered(request)
-    offered = [i for i, _ in sents]
     if kind == "prose":
         return "I believe the answer is the company founded in 1990."
     if kind == "llm_error":
         raise RuntimeError("scripted outage")
     if kind == "missing_field":
-        return json.dumps({"question": good["question"], "evidence": good["evidence"]})
+        return json.dumps({"question": good["question"]})
     if kind == "wrong_type":
         return json.dumps(good | {"answer": {"name": good["answer"]}})
     if kind == "leaning":
@@ -293,11 +295,6 @@ def _qa_fault(kind: str, request: LLMRequest) -> str:
         return json.dumps(good | {"answer": f"{longest} {longest}"})
     if kind == "ungrounded":
         return json.dumps(good | {"answer": "Zanzibar Quokka Consortium"})
-    if kind == "out_of_range":
-        return json.dumps(good | {"evidence": [9999]})
-    if kind == "outside_input":
-        other = offered[0] - 1 if offered[0] > 0 else offered[-1] + 1
-        return json.dumps(good | {"evidence": [other]})
     if kind == "yes_no":
         return json.dumps(good | {"answer": "Yes"})
     if kind == "in_question":
@@ -322,24 +319,14 @@ def _qa_fault(kind: str, request: LLMRequest) -> str:
 
 def _changed_fault(kind: str, request: LLMRequest) -> str:
     good = json.loads(good_answer(request))
-    if kind == "identical":
-        new_words = [w.strip(".,;:()\"'") for w in line_after(request, "CURRENT:").split()]
-        old_words = [w.strip(".,;:()\"'") for w in line_after(request, "EARLIER:").split()]
-        shared = _other_shared_word(request, new_words, old_words)
-        return json.dumps(good | {"previous_answer": shared, "answer": shared})
-    if kind == "previous_ungrounded":
-        return json.dumps(good | {"previous_answer": "Zanzibar Quokka"})
-    if kind == "stale_answer":  # the current answer is a word the old sentence had too
-        new_words = [w.strip(".,;:()\"'") for w in line_after(request, "CURRENT:").split()]
-        old_words = [w.strip(".,;:()\"'") for w in line_after(request, "EARLIER:").split()]
-        return json.dumps(good | {"answer": _other_shared_word(request, new_words, old_words)})
+    if kind == "changed_in_question":
+        question = f"{good['question']} Was it {line_after(request, 'ANSWER:')}?"
+        return json.dumps({"question": question})
+    if kind == "changed_unstated":  # a premise no sentence states
+        return json.dumps(
+            {"question": good["question"].rstrip("?") + " after the Zanzibar merger?"}
+        )
     raise AssertionError(kind)
-
-
-def _other_shared_word(request: LLMRequest, new_words: list[str], old_words: list[str]) -> str:
-    """A word of both sentences that the good question does not name."""
-    cue = json.loads(good_answer(request))["question"].split(" about ")[1].split(" for ")[0]
-    return next(w for w in new_words if w in old_words and len(w) > 3 and w != cue)
 
 
 def _check_fault(kind: str, request: LLMRequest) -> str:
@@ -365,6 +352,16 @@ def _dialogue_fault(kind: str, request: LLMRequest) -> str:
         return json.dumps(good)
     if kind == "repeat":
         good["turns"][2] = good["turns"][0] | {"user": "Could you say that again?"}
+        return json.dumps(good)
+    if kind == "adds_claims":  # grounded enough by word share, but it says more
+        good["turns"][0]["expert"] += " Critics called it a remarkable triumph."
+        return json.dumps(good)
+    if kind == "out_of_range":
+        good["turns"][1]["sentence"] = 9999
+        return json.dumps(good)
+    if kind == "outside_input":
+        first = numbered(request)[0][0]
+        good["turns"][1]["sentence"] = first - 1 if first > 0 else numbered(request)[-1][0] + 1
         return json.dumps(good)
     raise AssertionError(kind)
 
@@ -412,15 +409,13 @@ QA_FAULTS = [
     "leaning",
     "long",
     "ungrounded",
-    "out_of_range",
-    "outside_input",
     "yes_no",
     "in_question",
     "empty",
 ]
 NEW_QA_FAULTS = ["off_topic", "giveaway", "url", "garbled", "dangling"]
 CHECK_FAULTS = ["mismatch"]
-CHANGED_FAULTS = ["identical", "previous_ungrounded", "stale_answer"]
+CHANGED_FAULTS = ["changed_in_question", "changed_unstated"]
 DIALOGUE_FAULTS = [
     "two_turns",
     "empty_expert",
@@ -428,6 +423,9 @@ DIALOGUE_FAULTS = [
     "not_a_list",
     "ungrounded_turn",
     "repeat",
+    "adds_claims",
+    "out_of_range",
+    "outside_input",
 ]
 QUADRUPLE_FAULTS = [
     "bad_timestamp",
@@ -451,14 +449,11 @@ FAULT_REASONS = {
     "leaning": "question_leans_on_text",
     "long": "answer_too_long",
     "ungrounded": "answer_not_grounded",
-    "out_of_range": "evidence_out_of_range",
-    "outside_input": "evidence_outside_input",
     "yes_no": "yes_no_answer",
     "in_question": "answer_in_question",
     "empty": "empty_field",
-    "identical": "answers_identical",
-    "previous_ungrounded": "previous_answer_not_grounded",
-    "stale_answer": "answer_did_not_change",
+    "changed_in_question": "answer_in_question",
+    "changed_unstated": "question_premise_unstated",
     "two_turns": "bad_turn_count",
     "empty_expert": "empty_field",
     "dialogue_leaning": "turn_leans_on_text",
@@ -479,6 +474,9 @@ FAULT_REASONS = {
     "same_entity": "subject_equals_object",
     "pronoun": "vague_entity",
     "repeat": "repeated_turn",
+    "adds_claims": "turn_adds_claims",
+    "out_of_range": "evidence_out_of_range",
+    "outside_input": "evidence_outside_input",
     "date_object": "object_is_date",
     "clause_object": "object_too_long",
     "cut_off": "relation_not_stated",

@@ -6,12 +6,13 @@ one sentence its expert reply used; the turn's type is that sentence's label (``
 article generated from scratch, else unchanged / changed / new from the labeling stage).
 
 Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason code. A
-dialogue is kept or rejected as a whole, since later turns build on earlier ones.
+dialogue whose turn fails a check is cut before that turn (later turns build on earlier
+ones) and kept when the minimum number of turns remains; the dropped turns are a reject.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline.config import GenerationConfig
@@ -116,8 +117,8 @@ def parse_dialogue(task: DialogueTask, response: LLMResponse, generator: str) ->
 
 
 def run_dialogues(tasks: list[DialogueTask], batch: Batch) -> KindOutput:
-    """Ask every dialogue task of a shard and keep the dialogues that pass every check (one
-    row per turn)."""
+    """Ask every dialogue task of a shard and keep each dialogue's turns up to its first bad
+    one (one row per turn)."""
     rows: list[dict[str, Any]] = []
     rejects: list[Reject] = []
     kept = 0
@@ -127,16 +128,17 @@ def run_dialogues(tasks: list[DialogueTask], batch: Batch) -> KindOutput:
         if isinstance(dialogue, Reject):
             rejects.append(dialogue)
             continue
-        v = batch.validator.score_dialogue(
+        n, v = batch.validator.turns_to_keep(
             dialogue, n_sentences=task.article.n_sentences, allowed=task.offered
         )
-        if v.keep:
-            rows += dialogue.rows()
+        if n:
+            rows += replace(dialogue, turns=dialogue.turns[:n], dialogue_id="").rows()
             kept += 1
-        else:
+        if n < len(dialogue.turns):  # the dropped turns (all of them, or those after a bad one)
             row = dialogue.as_json()
+            detail = f"kept {n} of {len(dialogue.turns)} turns; {v.detail}"
             rejects.append(
-                reject_of("dialogue", "dialogue", row, response.text, v.reason or "", v.detail)
+                reject_of("dialogue", "dialogue", row, response.text, v.reason or "", detail)
             )
     return KindOutput(rows, rejects, {"dialogue": len(tasks)}, {"dialogues": kept})
 

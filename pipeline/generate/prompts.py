@@ -52,19 +52,18 @@ class _Answer(BaseModel):
 
 
 class QAAnswer(_Answer):
-    """Answer of ``qa_initial`` and ``qa_new``: evidence indices, one question, a short answer."""
+    """Answer of ``qa_initial`` and ``qa_new``: one of the offered answers, then the question
+    it answers (the request's schema narrows ``answer`` to the offered spans)."""
 
-    evidence: list[int]
-    question: str
     answer: str
+    question: str
 
 
 class ChangedQAAnswer(_Answer):
-    """Answer of ``qa_changed``: one question with the earlier and the current answer."""
+    """Answer of ``qa_changed``: the question whose earlier and current answers the request
+    gives."""
 
     question: str
-    previous_answer: str
-    answer: str
 
 
 class CheckAnswer(_Answer):
@@ -138,7 +137,7 @@ ANSWER_MODELS: dict[str, type[BaseModel]] = {
 MAX_TOKENS: dict[str, int] = {
     "qa_initial": 256,
     "qa_new": 256,
-    "qa_changed": 256,
+    "qa_changed": 128,
     "qa_check": 64,
     "dialogue": 900,
     "quadruples": 900,

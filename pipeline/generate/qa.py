@@ -12,25 +12,23 @@ Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason
 
 from __future__ import annotations
 
-import difflib
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pipeline.config import GenerationConfig
 from pipeline.generate.answer_check import answer_checks, disagreements
+from pipeline.generate.answer_spans import AnswerSpan, answer_spans, changed_values
 from pipeline.generate.items import (
     FieldError,
     QAItem,
     Reject,
     field_reject,
-    index_list_field,
     response_reject,
     text_field,
 )
 from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
-from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
+from pipeline.generate.prompts import MAX_CHARS, load_prompt, number_sentences
 from pipeline.generate.selection import (
     Article,
     ChangedPair,
@@ -38,11 +36,12 @@ from pipeline.generate.selection import (
     Paragraph,
     changed_pairs,
     group_new_sentences,
+    is_statement,
     source_context,
 )
 from pipeline.generate.validate import REASONS, question_key, split_duplicates
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.text_checks import answer_sentence
+from pipeline.text_checks import is_grounded, normalize_answer
 
 NO_CONTEXT = "(none)"
 
@@ -63,6 +62,11 @@ RETRY_HINTS: dict[str, str] = {
     "question_not_about_evidence": "the question is not about the sentence it cites.",
     "answer_check_failed": "asked with only the sentence in view, the question gets another "
     "answer. Ask about a fact the sentence states plainly, with exactly one answer.",
+    "question_names_nothing": "the question does not name who or what it is about.",
+    "question_premise_unstated": "the question says something its sentence does not say. Use "
+    "only the sentence's own words and facts.",
+    "answer_not_attached": "the question asks about another action of the sentence than the "
+    "one its answer belongs to. Use the verb the answer goes with.",
     "answers_identical": "the earlier and the current answer are the same.",
     "answer_did_not_change": "that answer is in both sentences: ask about what changed.",
 }
@@ -84,6 +88,13 @@ class QATask:
     request: LLMRequest
     pair: ChangedPair | None = None
     previous_snapshot: str | None = None
+    spans: tuple[AnswerSpan, ...] = ()  # the answers it may choose from (new items)
+    values: tuple[str, str] | None = None  # (previous, current) answer of a changed item
+
+    def span(self, answer: str) -> AnswerSpan | None:
+        """The offered span ``answer`` names (case, accents and punctuation aside)."""
+        key = normalize_answer(answer)
+        return next((s for s in self.spans if normalize_answer(s.text) == key), None)
 
 
 def _context(article: Article, para_idx: int, cover: tuple[int, ...], cfg: GenerationConfig) -> str:
@@ -93,65 +104,79 @@ def _context(article: Article, para_idx: int, cover: tuple[int, ...], cfg: Gener
     return text or NO_CONTEXT
 
 
-def _evidence_schema(name: str, offered: tuple[int, ...]) -> dict[str, Any]:
-    # One fact, so one or two sentences of evidence: a longer list is a model listing all.
-    return answer_schema(name, indices=offered, min_items=1, max_items=min(2, len(offered)))
+def _choice_schema(spans: tuple[AnswerSpan, ...]) -> dict[str, Any]:
+    """The answer must be one of the offered spans; it comes first, the question is written
+    for it."""
+    return {
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "enum": list(dict.fromkeys(s.text for s in spans))},
+            "question": {"type": "string", "maxLength": MAX_CHARS["question"]},
+        },
+        "required": ["answer", "question"],
+        "additionalProperties": False,
+    }
 
 
-def initial_qa_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> QATask:
-    """A ``qa_initial`` request for one selected paragraph."""
+def _candidates(spans: tuple[AnswerSpan, ...]) -> str:
+    """The offered spans as prompt lines, one line per sentence: ``[3] "AMD" | "2012"``."""
+    by_sentence: dict[int, list[str]] = {}
+    for span in spans:
+        by_sentence.setdefault(span.sent_idx, []).append(f'"{span.text}"')
+    return "\n".join(f"[{i}] {' | '.join(texts)}" for i, texts in by_sentence.items())
+
+
+def _spans(article: Article, indices: tuple[int, ...]) -> tuple[AnswerSpan, ...]:
+    kept = [i for i in indices if is_statement(article.texts[i])]
+    return tuple(answer_spans(kept, [article.texts[i] for i in kept], article.title))
+
+
+def initial_qa_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> QATask | None:
+    """A ``qa_initial`` request for one selected paragraph (None: nothing in it to ask for)."""
+    spans = _spans(article, paragraph.sent_idx)
+    if not spans:
+        return None
     request = load_prompt("qa_initial").request(
-        schema=_evidence_schema("qa_initial", paragraph.sent_idx),
+        schema=_choice_schema(spans),
         title=article.title,
         sentences=number_sentences(paragraph.sent_idx, paragraph.texts),
-        max_words=cfg.answer_max_words,
+        candidates=_candidates(spans),
     )
-    return QATask("qa_initial", article, paragraph.sent_idx, request)
+    return QATask("qa_initial", article, paragraph.sent_idx, request, spans=spans)
 
 
-def new_qa_task(article: Article, group: NewGroup, cfg: GenerationConfig) -> QATask:
-    """A ``qa_new`` request for one group of consecutive new sentences."""
+def new_qa_task(article: Article, group: NewGroup, cfg: GenerationConfig) -> QATask | None:
+    """A ``qa_new`` request for one group of consecutive new sentences (None: nothing in
+    them to ask for)."""
+    spans = _spans(article, group.sent_idx)
+    if not spans:
+        return None
     request = load_prompt("qa_new").request(
-        schema=_evidence_schema("qa_new", group.sent_idx),
+        schema=_choice_schema(spans),
         title=article.title,
         sentences=number_sentences(group.sent_idx, group.texts),
         context=_context(article, group.para_idx, group.sent_idx, cfg),
-        max_words=cfg.answer_max_words,
+        candidates=_candidates(spans),
     )
-    return QATask("qa_new", article, group.sent_idx, request)
-
-
-_TOKEN = re.compile(r"\S+")
-MAX_CHANGES = 3
-
-
-def changed_spans(old: str, new: str, limit: int = MAX_CHANGES) -> str:
-    """What the current sentence says instead of the earlier one, as prompt text: up to
-    ``limit`` replaced word spans in sentence order ("'74' -> '82nd'; '80,000' -> '83,300'");
-    "(only added or removed words)" when no span was replaced."""
-    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
-    pairs = [
-        (" ".join(a[i1:i2]).strip(".,;:"), " ".join(b[j1:j2]).strip(".,;:"))
-        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-        if op == "replace"
-    ]
-    pairs = [(x, y) for x, y in pairs if x and y and x != y][:limit]
-    if not pairs:
-        return "(only added or removed words)"
-    return "; ".join(f"{x!r} -> {y!r}" for x, y in pairs)
+    return QATask("qa_new", article, group.sent_idx, request, spans=spans)
 
 
 def changed_qa_task(
     article: Article, pair: ChangedPair, cfg: GenerationConfig, previous_snapshot: str
-) -> QATask:
-    """A ``qa_changed`` request for one changed sentence and its old counterpart."""
+) -> QATask | None:
+    """A ``qa_changed`` request for one changed sentence and its old counterpart: the
+    replaced value and its replacement are the two answers; the model writes the question
+    (None: no value was replaced in place)."""
+    values = changed_values(pair.old_text, pair.new_text)
+    if values is None:
+        return None
     request = load_prompt("qa_changed").request(
         title=article.title,
         old_sentence=pair.old_text,
         new_sentence=pair.new_text,
-        changes=changed_spans(pair.old_text, pair.new_text),
+        previous=values[0],
+        answer=values[1],
         context=_context(article, pair.para_idx, (pair.new_idx,), cfg),
-        max_words=cfg.answer_max_words,
     )
     return QATask(
         "qa_changed",
@@ -160,6 +185,7 @@ def changed_qa_task(
         request,
         pair=pair,
         previous_snapshot=previous_snapshot,
+        values=values,
     )
 
 
@@ -202,14 +228,22 @@ def parse_qa(task: QATask, response: LLMResponse, generator: str) -> QAItem | Re
     parsed = response.parsed or {}
     try:
         question = text_field(parsed, "question")
-        answer = text_field(parsed, "answer")
-        if task.purpose == "qa_changed":
-            previous = text_field(parsed, "previous_answer")
+        if task.values is not None:
+            previous, answer = task.values
             evidence = list(task.offered)
         else:
             previous = None
-            offered = {i: article.texts[i] for i in task.offered if 0 <= i < article.n_sentences}
-            evidence = answer_sentence(answer, index_list_field(parsed, "evidence"), offered)
+            answer = text_field(parsed, "answer")
+            span = task.span(answer)
+            if span is not None:
+                answer, evidence = span.text, [span.sent_idx]
+            else:  # a backend that ignored the choices: the sentence that holds the answer
+                holding = [
+                    i
+                    for i in task.offered
+                    if i < article.n_sentences and is_grounded(answer, article.texts[i])
+                ]
+                evidence = holding[:1] or list(task.offered)
     except FieldError as err:
         return field_reject(*where, response, prompt_hash, err, parsed)
     in_range = [i for i in evidence if 0 <= i < article.n_sentences]
@@ -324,17 +358,20 @@ def run_qa(tasks: list[QATask], batch: Batch) -> KindOutput:
 
 
 def _update_tasks(article: Article, cfg: GenerationConfig, previous: str) -> list[QATask]:
-    return [
+    tasks = [
         new_qa_task(article, group, cfg)
         for group in group_new_sentences(article, cfg.new_group_max_sentences)
     ] + [changed_qa_task(article, pair, cfg, previous) for pair in changed_pairs(article)]
+    return [t for t in tasks if t is not None]
 
 
 QA_GENERATOR = ItemGenerator(
     table="qa",
     prompts=("qa_initial", "qa_new", "qa_changed", "qa_check"),
     follow_ups=("qa_retry",),
-    initial_tasks=lambda article, paragraph, cfg: [initial_qa_task(article, paragraph, cfg)],
+    initial_tasks=lambda article, paragraph, cfg: [
+        t for t in [initial_qa_task(article, paragraph, cfg)] if t is not None
+    ],
     update_tasks=_update_tasks,
     run=run_qa,
 )

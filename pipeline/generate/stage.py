@@ -63,7 +63,7 @@ from pipeline.storage import write_json_atomic
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
-GENERATOR_VERSION = "generate-3"
+GENERATOR_VERSION = "generate-4"
 
 
 def _inputs_digest(
@@ -210,7 +210,7 @@ def _plan(
     return tasks
 
 
-def _tasks_for(
+def plan_tasks(
     workdir: Path,
     snapshot: str,
     previous: str | None,
@@ -218,6 +218,8 @@ def _tasks_for(
     cfg: GenerationConfig,
     page_ids: list[int] | None,
 ) -> tuple[list[Article], list[Article], list[Article], int, Tasks]:
+    """(articles, initial ones, updated ones, how many lack labels, every kind's tasks) of
+    one generation run over ``page_ids`` (None: every article of the snapshot)."""
     articles = load_articles(workdir, snapshot, page_ids)
     if previous is None:
         initial, updated, without_labels = articles, [], 0
@@ -245,7 +247,7 @@ def plan_requests(
     estimates tokens and cost from them without calling any model). The round-trip checks
     come on top, one short request per valid QA answer, and one retry per rejected QA
     request (``qa_retry``): both unknown before generation."""
-    *_, tasks = _tasks_for(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
+    *_, tasks = plan_tasks(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
     return [t.request for kind_tasks in tasks.values() for t in kind_tasks]
 
 
@@ -354,7 +356,7 @@ def generate_part(
         return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
     workdir = Path(job.workdir)
     page_ids = job.parts()[index]
-    articles, initial, updated, without_labels, tasks = _tasks_for(
+    articles, initial, updated, without_labels, tasks = plan_tasks(
         workdir, job.snapshot, job.previous, embedder, cfg, page_ids
     )
     usage: Counter = Counter()

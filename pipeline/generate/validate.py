@@ -19,7 +19,18 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pipeline.config import GenerationConfig
+from pipeline.generate.grammar_checks import (
+    answer_attachment,
+    answers_kind,
+    asks_for,
+    generic_subject,
+    is_cut_off,
+    names_no_subject,
+    premise_problem,
+    reply_additions,
+)
 from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
+from pipeline.generate.prompts import MAX_CHARS
 from pipeline.syntax import BACK_NOUNS, RelationParser
 from pipeline.text_checks import (
     MONTH_ALTERNATION,
@@ -78,8 +89,22 @@ REASONS: dict[str, str] = {
     "subject_equals_object": "subject and object are the same after normalization (or the "
     "object is a part of the subject)",
     "quadruple_not_grounded": "the subject (or the title) or the object is not in the evidence",
+    "question_names_nothing": "the question names no one and nothing (no name, no word of "
+    "the title): it leans on a page the player does not see",
+    "question_premise_unstated": "the question says a thing, name, number or action its "
+    "evidence does not state (a false premise)",
+    "answer_not_attached": "the answer belongs to another action of its sentence than the one "
+    "the question asks about (its verb, or the noun a count counts, is not in the question)",
     "answer_did_not_change": "a changed QA's answer was already in the old sentence (or the "
     "earlier answer is still in the new one)",
+    "turn_cut_off": "a dialogue utterance stops mid-phrase (no closing punctuation, or it filled "
+    "its length cap)",
+    "turn_adds_claims": "an expert reply says a thing, name, number or quality that its "
+    "sentence, the title and the user's words do not",
+    "turn_not_answered": "the user asks when / how many / who / where and the expert's reply "
+    "holds no date / number / name",
+    "generic_subject": "a quadruple's subject names no one and nothing in particular (no name, "
+    "no number, no word of the title): 'Analysts', 'the collaboration'",
     "repeated_turn": "an expert reply repeats an earlier reply of the same dialogue",
     "garbled_text": "a letter of a script that the evidence does not use (a decoding glitch)",
     "duplicate": "the same question / fact was already kept for this article",
@@ -376,6 +401,7 @@ class ItemValidator:
         question_min_share: float = 0.34,
         grounding_nli: GroundingNLI | None = None,
         grammar: RelationParser | None = None,
+        question_grammar: bool = False,
     ) -> None:
         self.answer_max_words = answer_max_words
         self.dialogue_min_turns = dialogue_min_turns
@@ -386,6 +412,7 @@ class ItemValidator:
         self.question_min_share = question_min_share
         self.grounding_nli = grounding_nli
         self.grammar = grammar
+        self.question_grammar = question_grammar
 
     @classmethod
     def from_config(
@@ -398,6 +425,7 @@ class ItemValidator:
             dialogue_max_turns=cfg.dialogue_max_turns,
             grounding_nli=grounding_nli,
             grammar=RelationParser() if cfg.quadruple_grammar_check else None,
+            question_grammar=cfg.qa_grammar_check,
         )
 
     def _grounded(self, name: str, question: str, answer: str, evidence: str) -> Check:
@@ -482,7 +510,26 @@ class ItemValidator:
                 if value.strip() and is_grounded(value, text)
             ]
             checks.append(Check("answer_did_not_change", not stayed, "; ".join(stayed)))
+        if self.question_grammar:
+            checks += self._question_grammar(item)
         return Verdict(tuple(checks))
+
+    def _question_grammar(self, item: QAItem) -> list[Check]:
+        sources = [item.evidence_text, item.title]
+        if item.type == "changed":
+            sources.append(item.old_evidence_text or "")
+        unnamed = names_no_subject(item.question, item.title)
+        unstated = premise_problem(item.question, sources)
+        detached = answer_attachment(item.question, item.answer, [item.evidence_text])
+        if not detached and item.type == "changed":
+            detached = answer_attachment(
+                item.question, item.previous_answer or "", [item.old_evidence_text or ""]
+            )
+        return [
+            Check("question_names_nothing", not unnamed, unnamed),
+            Check("question_premise_unstated", not unstated, unstated),
+            Check("answer_not_attached", not detached, detached),
+        ]
 
     def score_dialogue(
         self, dialogue: Dialogue, *, n_sentences: int, allowed: Collection[int] | None = None
@@ -537,6 +584,53 @@ class ItemValidator:
         repeats = _repeated_turns(dialogue.turns)
         checks.append(Check("repeated_turn", not repeats, repeats))
         return Verdict(tuple(checks))
+
+    def score_turns(self, dialogue: Dialogue) -> list[Verdict]:
+        """The checks of each turn on its own (its texts, its sentence, the turns before it),
+        one verdict per turn, in turn order."""
+        verdicts = []
+        for k, t in enumerate(dialogue.turns):
+            texts = [("user", t.user), ("expert", t.expert)]
+            evidence = [("evidence", t.evidence_text)]
+            phrases = [p for p in (leaning_phrase(t.user), leaning_phrase(t.expert)) if p]
+            support = turn_support(t.expert, t.evidence_text, dialogue.title, self.turn_min_share)
+            repeats = _repeated_turns(dialogue.turns[: k + 1])
+            checks = [
+                url_check(texts, evidence),
+                script_check(texts, evidence),
+                Check("turn_leans_on_text", not phrases, ", ".join(phrases)),
+                Check("turn_not_grounded", not support, support),
+                Check("repeated_turn", not repeats, repeats),
+            ]
+            if self.question_grammar:
+                cut = [side for side, text in texts if is_cut_off(text, MAX_CHARS[side])]
+                added = reply_additions(t.expert, [t.evidence_text, dialogue.title, t.user])
+                kind = asks_for(t.user)
+                unanswered = kind is not None and not answers_kind(t.expert, kind)
+                checks += [
+                    Check("turn_cut_off", not cut, ", ".join(cut)),
+                    Check("turn_adds_claims", not added, added),
+                    Check("turn_not_answered", not unanswered,
+                          f"asked {kind!r}, the reply gives none" if unanswered else ""),
+                ]  # fmt: skip
+            verdicts.append(Verdict(tuple(checks)))
+        return verdicts
+
+    def turns_to_keep(
+        self, dialogue: Dialogue, *, n_sentences: int, allowed: Collection[int] | None = None
+    ) -> tuple[int, Verdict]:
+        """How many leading turns of ``dialogue`` to keep, and the verdict that decided: a
+        failed check of the dialogue as a whole keeps none; else every turn before the first
+        one that fails its own checks, when at least the minimum number remain (later turns
+        build on the bad one). The verdict is the whole dialogue's when it failed or every
+        turn passed, else the first failing turn's."""
+        whole = self.score_dialogue(dialogue, n_sentences=n_sentences, allowed=allowed)
+        shared = Verdict(tuple(c for c in whole.checks if c.name in DIALOGUE_CHECKS))
+        if not shared.keep:
+            return 0, shared
+        per_turn = self.score_turns(dialogue)
+        first_bad = next((v for v in per_turn if not v.keep), shared)
+        return good_turns(per_turn, self.dialogue_min_turns), first_bad
 
     def score_quadruple(
         self, quad: Quadruple, *, n_sentences: int, allowed: Collection[int] | None = None
@@ -608,7 +702,24 @@ class ItemValidator:
                 quad.subject, quad.relation, quad.object, quad.evidence_text, quad.title
             )
             checks.append(Check("grammar_mismatch", not mismatch, mismatch))
+        if self.question_grammar:
+            generic = generic_subject(quad.subject, quad.title)
+            checks.append(Check("generic_subject", not generic, generic))
         return Verdict(tuple(checks))
+
+
+# Checks of a dialogue as a whole: a failure rejects every turn.
+DIALOGUE_CHECKS = frozenset(
+    {"bad_turn_count", "empty_field", "evidence_out_of_range", "evidence_outside_input",
+     "evidence_unlabeled"}
+)  # fmt: skip
+
+
+def good_turns(turn_verdicts: Sequence[Verdict], min_turns: int) -> int:
+    """How many turns of a dialogue to keep: every turn before the first that fails a check
+    (later turns build on it), or none when fewer than ``min_turns`` remain."""
+    n = next((k for k, v in enumerate(turn_verdicts) if not v.keep), len(turn_verdicts))
+    return n if n >= min_turns else 0
 
 
 def question_key(item: QAItem) -> str:

@@ -24,9 +24,9 @@ from pipeline.generate.prompts import (
 )
 
 PLACEHOLDERS = {
-    "qa_initial": {"title", "sentences", "max_words"},
-    "qa_new": {"title", "sentences", "context", "max_words"},
-    "qa_changed": {"title", "old_sentence", "new_sentence", "changes", "context", "max_words"},
+    "qa_initial": {"title", "sentences", "candidates"},
+    "qa_new": {"title", "sentences", "context", "candidates"},
+    "qa_changed": {"title", "old_sentence", "new_sentence", "previous", "answer", "context"},
     "qa_check": {"title", "sentence", "question"},
     "dialogue": {"title", "sentences", "min_turns", "max_turns"},
     "quadruples": {"title", "sentences", "max_per_sentence"},
@@ -106,15 +106,15 @@ def test_request_carries_schema_hash_and_purpose(name: str) -> None:
 
 def test_render_is_single_pass_and_strict() -> None:
     template = load_prompt("qa_initial")
-    messages = template.render(title="{sentences}", sentences="[0] a {b}", max_words=10)
+    messages = template.render(title="{sentences}", sentences="[0] a {b}", candidates='[0] "a"')
     user = messages[-1]["content"]
     assert "Article title: {sentences}" in user  # inserted text is not expanded again
     assert "[0] a {b}" in user
-    assert user.endswith("[0] a {b}\nAnswer:")  # the article's text comes last
+    assert user.endswith('[0] a {b}\nCandidate answers:\n[0] "a"\nAnswer:')  # the article last
     with pytest.raises(KeyError, match="missing"):
         template.render(title="x", sentences="y")
     with pytest.raises(KeyError, match="unknown"):
-        template.render(title="x", sentences="y", max_words=3, colour="red")
+        template.render(title="x", sentences="y", candidates="z", colour="red")
 
 
 @pytest.mark.parametrize("name", ALL_PROMPTS)
@@ -129,6 +129,9 @@ def test_the_article_comes_after_everything_fixed(name: str) -> None:
         "old_sentence",
         "new_sentence",
         "facts",
+        "candidates",
+        "previous",
+        "answer",
     }
     first = min(user.index("{" + p + "}") for p in data)
     assert "Now the real input." in user[:first]
@@ -142,8 +145,8 @@ def test_answer_schema_pins_indices_sizes_and_lengths() -> None:
     turn = schema["$defs"]["DialogueTurnAnswer"]["properties"]
     assert turn["sentence"]["enum"] == [3, 8]
     assert turn["expert"]["maxLength"] > turn["user"]["maxLength"] > 0
-    qa = answer_schema("qa_initial", indices=(5,), min_items=1, max_items=1)
-    assert qa["properties"]["evidence"]["items"]["enum"] == [5]
+    assert list(answer_schema("qa_initial")["properties"]) == ["answer", "question"]
+    assert list(answer_schema("qa_changed")["properties"]) == ["question"]
     quads = answer_schema("quadruples")["$defs"]["QuadrupleAnswer"]["properties"]
     assert {"type": "null"} in quads["timestamp"]["anyOf"]
     assert "title" not in json.dumps(schema) and "description" not in json.dumps(schema)

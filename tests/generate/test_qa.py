@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import GenerationConfig
+from pipeline.generate.answer_spans import changed_values
 from pipeline.generate.contradiction import LLMContradictionChecker, read_verdict
 from pipeline.generate.items import QAItem, Reject
 from pipeline.generate.prompts import prompt_hash
@@ -15,7 +17,6 @@ from pipeline.generate.qa import (
     RETRY_TEMPERATURE,
     QATask,
     changed_qa_task,
-    changed_spans,
     initial_qa_task,
     new_qa_task,
     parse_qa,
@@ -66,9 +67,16 @@ def test_initial_request_numbers_the_paragraph_with_article_indices(article: Art
     for i in task.offered:
         assert f"[{i}] {article.texts[i]}" in text
     assert f"Article title: {article.title}" in text
-    assert f"at most {CFG.answer_max_words} words" in task.request.messages[-1]["content"]
     assert task.request.prompt_hash == prompt_hash("qa_initial")
-    assert task.request.json_schema and "evidence" in task.request.json_schema["properties"]
+    # the answer is one of the spans code picked, offered per sentence and enforced by schema
+    offered = [s.text for s in task.spans]
+    assert offered and {s.sent_idx for s in task.spans} <= set(task.offered)
+    assert task.request.json_schema is not None
+    answer = task.request.json_schema["properties"]["answer"]
+    assert answer["enum"] == list(dict.fromkeys(offered))
+    for span in task.spans:
+        assert span.text in article.texts[span.sent_idx]
+        assert f'"{span.text}"' in text.partition("Candidate answers:")[2]
 
 
 def test_new_request_with_and_without_source_context(article: Article) -> None:
@@ -96,21 +104,46 @@ def test_good_answers_become_items(article: Article, updated: list[Article]) -> 
     assert item.old_evidence_sent_idx == [] and item.old_evidence_text is None
     assert len(item.item_id) == 16
 
-    art = next(a for a in updated if changed_pairs(a))
-    pair = changed_pairs(art)[0]
+    # the answer is the offered span as written, its sentence the evidence
+    span = task.spans[-1]
+    item = _answer(task, json.dumps({"answer": span.text.upper(), "question": "Q?"}))
+    assert isinstance(item, QAItem)
+    assert (item.answer, item.evidence_sent_idx) == (span.text, [span.sent_idx])
+
+
+def test_a_changed_question_has_the_replaced_value_and_its_replacement_as_answers(
+    updated: list[Article],
+) -> None:
+    art, pair, values = next(
+        (a, p, v)
+        for a in updated
+        for p in changed_pairs(a)
+        if (v := changed_values(p.old_text, p.new_text)) is not None
+    )
     ctask = changed_qa_task(art, pair, CFG, OLD)
+    assert ctask is not None and ctask.values == values
+    previous, current = values
+    assert previous in pair.old_text and current in pair.new_text
     text = user_text(ctask.request)
     assert f"EARLIER: {pair.old_text}" in text and f"CURRENT: {pair.new_text}" in text
-    assert f"Changed: {changed_spans(pair.old_text, pair.new_text)}" in text
-    changed = _answer(ctask, json.dumps({"question": "Q?", "previous_answer": "A", "answer": "B"}))
+    assert f"PREVIOUS: {previous}\nANSWER: {current}" in text
+    assert set(ctask.request.json_schema["properties"]) == {"question"}
+    changed = _answer(ctask, json.dumps({"question": "Q?"}))
     assert isinstance(changed, QAItem)
     assert (changed.type, changed.origin) == ("changed", "changed_sentence")
-    assert (changed.previous_answer, changed.answer) == ("A", "B")
+    assert (changed.previous_answer, changed.answer) == values
     assert changed.evidence_sent_idx == [pair.new_idx]
     assert changed.evidence_text == pair.new_text
     assert changed.old_evidence_sent_idx == [pair.old_idx]
     assert changed.old_evidence_text == pair.old_text
     assert changed.previous_snapshot == OLD
+
+
+def test_nothing_to_ask_makes_no_request(article: Article) -> None:
+    para = next(p for p in article.paragraphs() if len(p.sent_idx) >= 2)
+    bare = replace(para, texts=("It was good.",) * len(para.texts))
+    plain = replace(article, texts=["It was good."] * article.n_sentences)
+    assert initial_qa_task(plain, bare, CFG) is None
 
 
 def test_a_rejected_answer_is_asked_again_with_what_was_wrong(article: Article) -> None:
@@ -141,59 +174,50 @@ def test_a_rejected_answer_is_asked_again_with_what_was_wrong(article: Article) 
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "shown"),
+    ("old", "new", "values"),
     [
         (
-            "As of October 2023, the Standard Range RWD, Long Range AWD and the Performance "
-            "models are currently being offered for sale.",
-            "As of May 2024, the Long Range RWD, Long Range AWD and the Performance models "
-            "are currently being offered for sale.",
-            "'October 2023' -> 'May 2024'; 'Standard' -> 'Long'",
-        ),
-        # a comma moved: punctuation alone is no change
-        (
-            "It ranks 74 in the world ranking.",
-            "It ranks 82nd in the world, ranking.",
-            "'74' -> '82nd'",
+            "As of October 2023, the Standard Range RWD models are offered for sale.",
+            "As of May 2024, the Long Range RWD models are offered for sale.",
+            ("October 2023", "May 2024"),
         ),
         (
-            "He appeared in A (2016), B (2017), and C (2019).",
-            "He appeared in A (2016) and C (2019).",
-            "'(2016), B (2017)' -> '(2016)'",
+            "It had 80,000 employees in 2020.",
+            "It had 83,300 employees in 2020.",
+            ("80,000", "83,300"),
         ),
-        ("He appeared in films.", "He also appeared in films.", "(only added or removed words)"),
+        ("He appeared in films.", "He also appeared in films.", None),  # an added word
+        # a value still in the other sentence did not change
+        ("She joined in 2012 and left in 2014.", "She joined in 2014.", None),
     ],
 )
-def test_changed_qa_prompt_shows_the_words_that_changed(old: str, new: str, shown: str) -> None:
-    assert changed_spans(old, new) == shown
+def test_changed_values(old: str, new: str, values: tuple[str, str] | None) -> None:
+    assert changed_values(old, new) == values
 
 
 def test_tolerant_parsing(article: Article) -> None:
     task = _initial_task(article)
-    i, j = task.offered[0], task.offered[1]
-    body = json.dumps({"question": "Who?", "answer": "X", "evidence": [i]})
-    fenced = f"Sure!\n```json\n{body}\n```"
-    item = _answer(task, fenced)
-    assert isinstance(item, QAItem) and item.evidence_sent_idx == [i]
-    item = _answer(task, json.dumps({"Question": "Who?", "ANSWER": 2019, "evidence": f"{j}, {i}"}))
-    assert isinstance(item, QAItem)
-    assert item.answer == "2019" and item.evidence_sent_idx == sorted([i, j])
-    item = _answer(task, json.dumps({"question": "Who?", "answer": "X", "evidence": f"[{j}]"}))
-    assert isinstance(item, QAItem) and item.evidence_sent_idx == [j]
-    item = _answer(task, json.dumps({"question": "Who?", "answer": "X", "evidence": j, "note": 1}))
-    assert isinstance(item, QAItem) and item.evidence_sent_idx == [j]
+    span = task.spans[0]
+    body = json.dumps({"answer": span.text, "question": "Who?"})
+    item = _answer(task, f"Sure!\n```json\n{body}\n```")
+    assert isinstance(item, QAItem) and item.evidence_sent_idx == [span.sent_idx]
+    item = _answer(task, json.dumps({"Question": "Who?", "ANSWER": span.text, "note": 1}))
+    assert isinstance(item, QAItem) and item.answer == span.text
+    # an answer outside the offered spans (a backend that ignored the schema): the offered
+    # sentence that holds it is the evidence; validation judges the rest
+    word = next(w for w in article.texts[task.offered[-1]].split() if len(w) > 4).strip(".,;:")
+    item = _answer(task, json.dumps({"answer": word, "question": "Who?"}))
+    assert isinstance(item, QAItem) and word in item.evidence_text
 
 
 @pytest.mark.parametrize(
     ("output", "reason"),
     [
         ("The answer is Paris.", "no_json"),
-        ('{"question": "Who?", "evidence": [0]}', "missing_field"),
-        ('{"question": "Who?", "answer": null, "evidence": [0]}', "missing_field"),
-        ('{"question": "Who?", "answer": ["A", "B"], "evidence": [0]}', "wrong_type"),
-        ('{"question": "Who?", "answer": "A", "evidence": ["first"]}', "wrong_type"),
-        ('{"question": "Who?", "answer": "A", "evidence": true}', "wrong_type"),
-        ('{"question": "Who?", "answer": "A"}', "missing_field"),
+        ('{"question": "Who?"}', "missing_field"),
+        ('{"question": "Who?", "answer": null}', "missing_field"),
+        ('{"question": "Who?", "answer": ["A", "B"]}', "wrong_type"),
+        ('{"answer": "A"}', "missing_field"),
     ],
 )
 def test_unusable_answers_are_rejects_with_raw_output(

@@ -10,6 +10,7 @@ from pipeline.generate.validate import (
     REASONS,
     ItemValidator,
     Verdict,
+    good_turns,
     quadruple_key,
     question_key,
     split_duplicates,
@@ -134,6 +135,8 @@ def meta_quad(subject: str, obj: str = "US$116.6 billion", **over: object) -> Qu
 
 V = ItemValidator()
 GRAMMAR = ItemValidator(grammar=RelationParser())
+QUESTIONS = ItemValidator(question_grammar=True)
+SU_JOBS = "Su joined AMD in 2012 and was appointed CEO in October 2014."
 
 
 def test_good_items_pass_every_check() -> None:
@@ -290,6 +293,54 @@ CASES = [
         lambda: V.score_dialogue(dialogue(expert=TURN_EXPERTS[0]), n_sentences=20),
         "repeated_turn",
     ),
+    # the question grammar (spaCy): premise, attachment, a name; each turn of a dialogue
+    (
+        lambda: QUESTIONS.score_qa(
+            qa(question="When did the spokesperson confirm the news?"), n_sentences=20
+        ),
+        "question_names_nothing",
+    ),
+    (
+        lambda: QUESTIONS.score_qa(
+            qa(question="When did an OpenAI spokesperson deny that Karpathy left?"), n_sentences=20
+        ),
+        "question_premise_unstated",
+    ),
+    (  # 2012 is when she joined, not when she was appointed
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Lisa Su",
+                question="When was Su appointed CEO of AMD?",
+                answer="2012",
+                evidence_text=SU_JOBS,
+            ),
+            n_sentences=20,
+        ),  # fmt: skip
+        "answer_not_attached",
+    ),
+    (
+        lambda: QUESTIONS.score_turns(
+            dialogue(expert="In 2015, Karpathy became a founding member of OpenAI and")
+        )[-1],
+        "turn_cut_off",
+    ),
+    (
+        lambda: QUESTIONS.score_turns(
+            dialogue(expert="In 2015, Karpathy became a founding member of OpenAI, a rare honour.")
+        )[-1],
+        "turn_adds_claims",
+    ),
+    (
+        lambda: QUESTIONS.score_turns(dialogue(user="When did he join OpenAI?"))[-1],
+        "turn_not_answered",
+    ),
+    (
+        lambda: QUESTIONS.score_quadruple(
+            quad(subject="the spokesperson", relation="confirmed", object="Karpathy"),
+            n_sentences=20,
+        ),
+        "generic_subject",
+    ),
     # the spokesperson confirmed, not Karpathy
     (
         lambda: GRAMMAR.score_quadruple(quad(relation="confirmed"), n_sentences=20),
@@ -340,6 +391,24 @@ def test_every_content_reason_is_exercised() -> None:
         "answer_check_failed",
     }
     assert {reason for _, reason in CASES} == set(REASONS) - parse_reasons
+
+
+def test_a_dialogue_is_cut_before_its_first_bad_turn() -> None:
+    # the fourth reply says "work", which its sentence does not: three good turns remain
+    four = dialogue(4)
+    verdicts = QUESTIONS.score_turns(four)
+    assert [v.keep for v in verdicts] == [True, True, True, False]
+    assert good_turns(verdicts, 3) == 3 and good_turns(verdicts, 4) == 0
+    n, verdict = QUESTIONS.turns_to_keep(four, n_sentences=20)
+    assert (n, verdict.reason) == (3, "turn_adds_claims")
+    # a bad second turn leaves too few: the later turns build on it
+    bad_second = dialogue(3)
+    bad_second.turns[1].expert += " Critics praised it."
+    assert QUESTIONS.turns_to_keep(bad_second, n_sentences=20)[0] == 0
+    # a failure of the dialogue as a whole keeps nothing, whatever its turns
+    n, verdict = QUESTIONS.turns_to_keep(dialogue(3), n_sentences=20, allowed=[3])
+    assert (n, verdict.reason) == (0, "evidence_outside_input")
+    assert QUESTIONS.turns_to_keep(dialogue(3), n_sentences=20)[0] == 3
 
 
 def test_scores_are_kept_for_every_check() -> None:

@@ -1,0 +1,124 @@
+"""Checks of generated text against the grammar of its evidence (spaCy's parse, entities and
+lemmas). A QA item: does the question assume only what the evidence says, does its answer
+belong to the action the question asks about, does it name what it is about. A dialogue turn:
+does the expert's reply say only what its sentence says, answer the kind of question asked,
+end where a sentence ends.
+
+A small model's questions go wrong in ways a word-overlap test cannot see, because most of
+their words are in the sentence: "When did X become CEO?" from a sentence where X *fired* the
+CEO (a false premise); "When did X become chief of litigation?" answered by the year of the
+job before it (the answer attached to another verb); "How many experts were trained?" answered
+by a count of speakers; "When did the league start?" (no name).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.generate.answer_spans import attachment_problem, span_in
+from pipeline.syntax import parse, unsupported_words
+from pipeline.text_checks import content_words, is_grounded, title_core
+
+# A question may say things, names, numbers, qualities and actions only when the evidence does.
+PREMISE_POS = ("NOUN", "PROPN", "NUM", "ADJ", "VERB")
+
+
+def premise_problem(question: str, sources: list[str]) -> str:
+    """Why the question assumes what its sources (evidence, title) do not say, or "": a
+    thing, name, number, quality or action of the question that no source states in any
+    form."""
+    missing = unsupported_words(question, sources, PREMISE_POS)
+    return f"the evidence does not say {', '.join(map(repr, missing))}" if missing else ""
+
+
+def names_no_subject(question: str, title: str) -> str:
+    """Why the question does not name what it is about, or "": it holds no name (a proper
+    noun or an acronym after its first word) and no word of the article's title."""
+    doc = parse(question)
+    if any(t.pos_ == "PROPN" or (t.is_upper and len(t) > 1) for t in doc[1:]):
+        return ""
+    if set(content_words(title_core(title))) & set(content_words(question)):
+        return ""
+    return "the question names no one and nothing"
+
+
+def generic_subject(subject: str, title: str) -> str:
+    """Why a quadruple's subject is no particular entity, or "": it holds no name, no number
+    and no word of the article's title ("Analysts", "the collaboration", "several experts")."""
+    doc = parse(subject)
+    if any(t.pos_ in ("PROPN", "NUM") or t.is_upper or t.text[:1].isupper() for t in doc[1:]):
+        return ""
+    if doc and (doc[0].pos_ in ("PROPN", "NUM") or doc[0].is_upper):
+        return ""
+    if set(content_words(title_core(title))) & set(content_words(subject)):
+        return ""
+    return f"{subject!r} names no particular entity"
+
+
+def answer_attachment(question: str, answer: str, sentences: list[str]) -> str:
+    """Why the answer belongs to another action of its sentence than the one the question
+    asks about, or "" (also when no sentence spells the answer out: grounding judges that)."""
+    for idx, sentence in enumerate(sentences):
+        if not is_grounded(answer, sentence):
+            continue
+        span = span_in(answer, idx, sentence)
+        if span is not None:
+            return attachment_problem(question, span)
+    return ""
+
+
+# ------------------------------------------------------------------ dialogue turns
+
+_TERMINAL = tuple(".!?\"')]\u201d\u2019")
+_WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) (?:year|date|month|day)\b)", re.I)
+_HOW_MANY = re.compile(r"^\s*how (?:many|much|long|old|big|large|far)\b", re.I)
+_WHO = re.compile(r"^\s*(?:who|whom)\b", re.I)
+_WHERE = re.compile(r"^\s*where\b", re.I)
+_YEARISH = re.compile(r"\b\d{4}\b")
+_ANSWER_ENTITIES = {
+    "when": ("DATE", "TIME"),
+    "how many": ("CARDINAL", "MONEY", "PERCENT", "QUANTITY", "DATE", "TIME", "ORDINAL"),
+    "who": ("PERSON", "ORG", "NORP", "GPE"),
+    "where": ("GPE", "LOC", "FAC", "ORG"),
+}
+
+
+def is_cut_off(text: str, max_chars: int) -> bool:
+    """The text stops mid-phrase: no closing punctuation, or it filled its length cap."""
+    text = text.rstrip()
+    return bool(text) and (not text.endswith(_TERMINAL) or len(text) >= max_chars - 1)
+
+
+def asks_for(user: str) -> str | None:
+    """What kind of value a user turn asks for ("when", "how many", "who", "where"), read
+    from the question word of its last question; None when it is no such question."""
+    question = user.strip()
+    if "?" not in question:
+        return None
+    # the last sentence that is a question: "Interesting. When did she join?" -> "When ..."
+    last = re.split(r"(?<=[.!?])\s+", question.rsplit("?", 1)[0])[-1]
+    for kind, pattern in (("when", _WHEN), ("how many", _HOW_MANY), ("who", _WHO),
+                          ("where", _WHERE)):  # fmt: skip
+        if pattern.match(last):
+            return kind
+    return None
+
+
+def reply_additions(expert: str, sources: list[str]) -> str:
+    """Why the expert reply says more than its sources (evidence sentence, title, the user's
+    words) state, or "": a thing, name, number or quality none of them says."""
+    missing = unsupported_words(expert, sources)
+    return f"the evidence does not say {', '.join(map(repr, missing))}" if missing else ""
+
+
+def answers_kind(expert: str, kind: str) -> bool:
+    """The reply holds a value of the kind asked for (a date for "when", a number for "how
+    many", a name for "who" / "where")."""
+    doc = parse(expert)
+    if any(ent.label_ in _ANSWER_ENTITIES[kind] for ent in doc.ents):
+        return True
+    if kind == "when":
+        return _YEARISH.search(expert) is not None
+    if kind == "how many":
+        return any(t.like_num or t.pos_ == "NUM" for t in doc)
+    return any(t.pos_ == "PROPN" for t in doc)

@@ -1,0 +1,62 @@
+"""Answer spans of real sentences, their anchors, and the values a changed sentence replaced."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.generate.answer_spans import answer_spans, attachment_problem, changed_values
+
+pytestmark = pytest.mark.slow  # spaCy
+
+SU = "Su was appointed president and CEO of AMD in October 2014, after joining the company in 2012."
+TALKS = "The conference had 6 speakers (including Jane Doe) and was held in Paris."
+
+
+def test_spans_carry_the_verb_they_belong_to() -> None:
+    spans = {s.text: s for s in answer_spans([3], [SU], "Lisa Su")}
+    assert set(spans) == {"AMD", "October 2014", "2012"}
+    assert (spans["October 2014"].anchor, spans["2012"].anchor) == ("appoint", "join")
+    assert spans["2012"].kind == "date" and spans["2012"].sent_idx == 3
+
+
+def test_spans_skip_brackets_the_title_and_values_written_twice() -> None:
+    spans = answer_spans([0], [TALKS], "Paris conference")
+    assert [s.text for s in spans] == ["6"]  # not Jane Doe (in brackets), not Paris (title)
+    assert spans[0].counted == "speaker"
+    assert answer_spans([0, 1], ["It opened in 2012.", "It closed in 2012."], "X") == []
+    # an amount keeps its currency
+    revenue = answer_spans([0], ["In 2022, it reported revenue of US$116.6 billion."], "Meta")
+    assert [s.text for s in revenue] == ["2022", "US$116.6 billion"]
+
+
+def test_a_question_must_ask_about_the_answers_own_action() -> None:
+    spans = {s.text: s for s in answer_spans([3], [SU], "Lisa Su")}
+    assert attachment_problem("When did Lisa Su join AMD?", spans["2012"]) == ""
+    assert "join" in attachment_problem("When was Lisa Su appointed CEO of AMD?", spans["2012"])
+    assert (
+        attachment_problem("When did AMD's appointment of Su happen?", spans["October 2014"]) == ""
+    )
+    (count,) = answer_spans([0], [TALKS], "Paris conference")
+    assert "speaker" in attachment_problem("How many experts were trained?", count)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "values"),
+    [
+        (
+            "Cisco ranked 74 on the Fortune 100.",
+            "Cisco ranked 82 on the Fortune 100.",
+            ("74", "82"),
+        ),
+        (
+            "He has been chairman of IBM since January 2021.",
+            "He has been chairman of IBM since January 2022.",
+            ("January 2021", "January 2022"),
+        ),
+        ("He appeared in films.", "He also appeared in films.", None),
+    ],
+)
+def test_changed_values_are_the_replaced_value_and_its_replacement(
+    old: str, new: str, values: tuple[str, str] | None
+) -> None:
+    assert changed_values(old, new) == values

@@ -1,0 +1,64 @@
+"""Grammar checks of questions and dialogue turns on the failure kinds read in real items."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.generate.grammar_checks import (
+    answer_attachment,
+    answers_kind,
+    asks_for,
+    generic_subject,
+    is_cut_off,
+    names_no_subject,
+    premise_problem,
+    reply_additions,
+)
+
+pytestmark = pytest.mark.slow  # spaCy
+
+FIRED = "In 2023, Altman and the board fired the CEO of OpenAI."
+
+
+def test_a_premise_the_evidence_does_not_state() -> None:
+    assert "become" in premise_problem("When did Altman become CEO of OpenAI?", [FIRED])
+    assert premise_problem("When did Altman and the board fire the CEO of OpenAI?", [FIRED]) == ""
+    # another form of a word the evidence says is no new claim
+    said = ["Su was appointed CEO of AMD in 2014."]
+    assert premise_problem("When was Su's appointment as CEO of AMD?", said) == ""
+
+
+def test_the_answer_must_belong_to_the_action_asked_about() -> None:
+    jobs = ["Su joined AMD in 2012 and was appointed CEO in October 2014."]
+    assert answer_attachment("When did Su join AMD?", "2012", jobs) == ""
+    assert "join" in answer_attachment("When was Su appointed CEO of AMD?", "2012", jobs)
+    assert answer_attachment("When was Su appointed CEO?", "1999", jobs) == ""  # not its sentence
+
+
+def test_a_question_names_what_it_is_about() -> None:
+    assert names_no_subject("When did the league start?", "Formula E")
+    assert names_no_subject("When did Formula E start?", "Formula E") == ""
+    assert names_no_subject("When did the series start racing?", "Formula E series") == ""
+
+
+def test_a_quadruple_subject_names_a_particular_entity() -> None:
+    assert generic_subject("Analysts", "BigQuery")
+    assert generic_subject("the collaboration", "LIGO")
+    assert generic_subject("The LIGO Scientific Collaboration", "LIGO") == ""
+    assert generic_subject("semaglutide", "Semaglutide") == ""  # the article's own entity
+
+
+def test_dialogue_turns() -> None:
+    assert asks_for("Interesting. When did she join?") == "when"
+    assert asks_for("How many games did they win?") == "how many"
+    assert asks_for("Who founded it?") == "who" and asks_for("Tell me more.") is None
+    assert answers_kind("She joined in 2012.", "when")
+    assert not answers_kind("She joined the company.", "when")
+    assert is_cut_off("GT Mode with RBM function, a", 360)
+    assert is_cut_off("x" * 359 + ".", 360)  # it filled its cap
+    assert not is_cut_off("It has GT Mode.", 360)
+    sources = ["In 2015, Karpathy joined OpenAI as a founding member."]
+    assert "insights" in reply_additions(
+        "He joined OpenAI, which helped him gain insights.", sources
+    )
+    assert reply_additions("He was a founding member of OpenAI.", sources) == ""
