@@ -10,7 +10,14 @@ Prints, one figure per line: requests (attempts), kept and reject reasons per pu
 share of attempted QA kept, LLM prefill and generation tokens/s, seconds per kept item. Kept
 items go to ``--dump`` (JSONL) for reading by eye.
 
+``--gold``: no model, no generation. Every candidate of the item gold set
+(``benchmarks/data/item_gold.jsonl``, read by hand) is checked again by today's code, the
+model's own checks replayed from the recorded answers; per kind and split it prints the
+candidates' gold verdicts, for every check the WRONG / WEAK / RIGHT units it rejects (and those
+only it rejects), and the kept units' correctness and yield per article.
+
     .venv/bin/python -m benchmarks.bench_items [--articles 8] [--paragraphs 2] [--dump items.jsonl]
+    .venv/bin/python -m benchmarks.bench_items --gold [--split dev|test|all]
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.item_gold import GOLD_PATH  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.generate.stage import generate_items  # noqa: E402
 from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
@@ -106,8 +114,24 @@ def dump(workdir: Path, snapshot: str, path: Path) -> None:
                 f.write(json.dumps({"kind": name} | row, ensure_ascii=False) + "\n")
 
 
+def gold(split: str, path: Path) -> None:
+    """Score every gold candidate with today's checks (no model: recorded answers replayed)."""
+    from benchmarks.item_gold import ReplayBackend, read_gold, report_gold, score_gold
+    from pipeline.generate.validate import ItemValidator
+
+    records = [r for r in read_gold(path) if split in ("all", r["split"])]
+    answers = json.loads(path.with_suffix(".answers.json").read_text())
+    replay = ReplayBackend(answers)
+    cfg = load_config(profile="offline")
+    units = score_gold(records, ItemValidator.from_config(cfg.generation), replay)
+    print(f"gold={path.name} split={split} candidates={len(records)} units={len(units)}")
+    report_gold(units)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--gold", nargs="?", const=str(GOLD_PATH), help="score the gold set")
+    parser.add_argument("--split", default="dev", choices=("dev", "test", "all"))
     parser.add_argument("--articles", type=int, default=8)
     parser.add_argument("--skip", type=int, default=0, help="bench the articles after these")
     parser.add_argument("--paragraphs", type=int, default=2, help="initial paragraphs / article")
@@ -117,6 +141,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep outputs and the LLM cache here")
     parser.add_argument("--dump", type=Path, help="write the kept items here (JSONL)")
     args = parser.parse_args()
+    if args.gold:
+        gold(args.split, Path(args.gold))
+        return
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_items_"))
     page_ids = bench_page_ids(args.articles, args.skip)

@@ -119,6 +119,8 @@ class PrefectServer:
             self.process = self._spawn()
             while time.monotonic() < deadline:
                 if self._healthy():
+                    # Registered before Prefect is imported, so it runs after Prefect's own exit
+                    # handlers, which send the last log records to this server.
                     atexit.register(self.stop)
                     return
                 if self.process.poll() is not None:
