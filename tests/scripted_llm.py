@@ -76,8 +76,9 @@ def candidates(request: LLMRequest) -> list[tuple[int, str]]:
 def cloze(title: str, sentence: str, answer: str) -> str:
     """A question made of ``sentence`` with ``answer`` replaced by "what", after the title:
     every word of it is the sentence's, so it asks about the answer's own fact."""
-    head, _, tail = sentence.rstrip(".").partition(answer)
-    return f"{title}: {head}what{tail}?"[:240]
+    # the whole words around the answer go ("1982–83" when the answer is 1982)
+    asked = re.sub(rf"\S*{re.escape(answer)}\S*", "what", sentence.rstrip("."), count=1)
+    return f"{title}: {asked}?"[:240]
 
 
 def entity(sentence: str, title: str) -> str | None:

@@ -300,13 +300,13 @@ def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs)
     # Everything that can happen in a run happened (evidence_unlabeled cannot: such paragraphs
     # are not sent; grammar_mismatch is off for the scripted model, whose relations are no words
     # of their sentences; a changed QA's two answers come from code, so the checks of the
-    # answers of a changed item guard that code only; the scripted questions and quadruples
-    # always name their article, and its users ask no when / who questions.
+    # answers of a changed item guard that code only; the scripted questions always name their
+    # article, and its users ask no when / who questions.
     # tests/generate/test_validate.py and tests/test_syntax.py cover them all).
     unseen = {
         "evidence_unlabeled", "grammar_mismatch", "answers_identical",
         "previous_answer_not_grounded", "answer_did_not_change", "question_names_nothing",
-        "turn_not_answered", "generic_subject",
+        "turn_not_answered",
     }  # fmt: skip
     seen = {r["reason"] for r in rejects}
     assert seen == set(reject_reasons()) - unseen
