@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import importlib.util
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -60,6 +61,7 @@ class PrefectServer:
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self._parent_stopped: threading.Event | None = None
 
     @property
     def api_url(self) -> str:
@@ -67,6 +69,30 @@ class PrefectServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def _spawn(self) -> subprocess.Popen[bytes]:
+        """Start the process from a thread of its own that lives until :meth:`stop` (or the
+        end of wikidrift): the parent-death signal fires when the *thread* that started a
+        child exits, and the command's own thread ends before Prefect sends its last logs."""
+        if self._parent_stopped is not None:
+            self._parent_stopped.set()  # an earlier try's process exited: let its thread go
+        started: queue.Queue[subprocess.Popen[bytes] | BaseException] = queue.Queue()
+        stopped = threading.Event()
+
+        def parent() -> None:
+            try:
+                started.put(self._popen())
+            except BaseException as exc:  # noqa: BLE001 - raised again by the caller
+                started.put(exc)
+                return
+            stopped.wait()
+
+        threading.Thread(target=parent, name="prefect-server-parent", daemon=True).start()
+        self._parent_stopped = stopped
+        result = started.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _popen(self) -> subprocess.Popen[bytes]:
         log: IO[bytes] | int = subprocess.DEVNULL
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +164,15 @@ class PrefectServer:
         """Stop it (idempotent): SIGTERM, then SIGKILL after ``grace_s`` (at once with 0)."""
         with self._lock:
             process, self.process = self.process, None
+            parent, self._parent_stopped = self._parent_stopped, None
+        try:
+            self._end(process, grace_s)
+        finally:
+            if parent is not None:
+                parent.set()
+
+    @staticmethod
+    def _end(process: subprocess.Popen[bytes] | None, grace_s: float) -> None:
         if process is None or process.poll() is not None:
             return
         if grace_s <= 0:

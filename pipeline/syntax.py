@@ -303,7 +303,7 @@ _ASKING_WORDS = frozenset(
     "specific particular exact main current currently".split()
 )
 CLAIM_POS = ("NOUN", "PROPN", "NUM", "ADJ")
-_LIGHT_VERBS = frozenset({"be", "have", "do"})
+_LIGHT_LEMMAS = frozenset({"be", "have", "do"})
 
 
 def _forms(doc: Any) -> set[str]:
@@ -326,7 +326,7 @@ def unsupported_words(
         if token.pos_ not in wanted or word in _ASKING_WORDS:
             continue
         # "become", "make", "take" are stop words but name an action; "be" / "have" do not
-        if token.is_stop and (token.pos_ != "VERB" or lemma in _LIGHT_VERBS):
+        if token.is_stop and (token.pos_ != "VERB" or lemma in _LIGHT_LEMMAS):
             continue
         if lemma in _ASKING_WORDS or not any(c.isalnum() for c in word):
             continue

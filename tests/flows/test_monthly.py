@@ -101,18 +101,19 @@ def test_changing_a_threshold_rebuilds_only_what_depends_on_it(
     config["workdir"] = str(workdir)
     first_labels = read_label_summary(workdir, DATES[0], DATES[1])
     # A generation setting: labels stay, generation and the release are redone.
-    config["generation"]["answer_max_words"] = 6
+    config["generation"]["quadruples_per_sentence"] = 2
     before = len(llm_server.answered_bodies())
     results = _run(config, DATES[:2])
     assert read_label_summary(workdir, DATES[0], DATES[1]).inputs_digest == (
         first_labels.inputs_digest
     )
     assert results[DATES[1]]["label"]["seconds"] < 5  # not relabeled
-    # The prompts state the answer limit, so generation really asked the LLM again.
+    # The quadruple prompt states the limit, so generation really asked the LLM again.
     assert len(llm_server.answered_bodies()) > before
     for snap in DATES[:2]:
         manifest = read_manifest(workdir, snap)
-        assert manifest.revision == 2 and manifest.config["generation"]["answer_max_words"] == 6
+        assert manifest.revision == 2
+        assert manifest.config["generation"]["quadruples_per_sentence"] == 2
         assert (workdir / "releases" / f"{snap}.r1" / "manifest.json").exists()
         assert verify_release(workdir, snap) == []
     # A labeling threshold: the labels are redone too.
