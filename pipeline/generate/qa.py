@@ -1,11 +1,13 @@
-"""GrowOVER-QA requests and answer parsing.
+"""GrowOVER-QA requests and answer parsing, answer first.
 
-Three prompts: ``qa_initial`` (one selected paragraph -> a question, a short answer and the
-evidence sentences), ``qa_new`` (a group of new sentences, optionally with the text around
-them -> a question answered by those sentences) and ``qa_changed`` (an old sentence and the
-sentence that replaced it -> one question with two conflicting answers; the evidence is the
-new sentence, the old one is kept beside it). Sentences are shown with their article-level
-index, which the model cites back, so no re-mapping is needed.
+Three prompts: ``qa_initial`` (one selected paragraph) and ``qa_new`` (a group of new
+sentences, optionally with the text around them) offer the answer spans code found in the
+sentences (:mod:`pipeline.generate.answer_spans`); the model chooses one, constrained by the
+schema, and writes the question for it; the span's sentence is the evidence. ``qa_changed``
+(an old sentence and the sentence that replaced it) gives the replaced value and its
+replacement as the two answers and asks only for the question; the evidence is the new
+sentence, the old one is kept beside it. Nothing to ask (no span, no value replaced in place)
+makes no request.
 
 Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason code.
 """
