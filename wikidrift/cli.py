@@ -797,14 +797,17 @@ def _in_worker_thread(func: Callable[[argparse.Namespace], int], args: argparse.
 
 def _stop_servers(at_once: bool = False) -> None:
     """Stop the local LLM server this command started (idempotent); ``at_once`` (a stop on a
-    signal) also kills its Prefect server. Otherwise that one stops at exit, after Prefect
-    has sent its last log records to it (its exit handler runs after Prefect's)."""
+    signal) kills it and the Prefect server without a grace period. Otherwise the Prefect
+    server stops at exit, after Prefect has sent its last log records to it (its exit handler
+    runs after Prefect's)."""
     from flows.prefect_server import stop_prefect_server
     from pipeline.models.llm.llamacpp_server import stop_shared_servers
 
-    stop_shared_servers()
     if at_once:
+        stop_shared_servers(0)
         stop_prefect_server(0)
+    else:
+        stop_shared_servers()
 
 
 def _stop(code: int, message: str) -> int:

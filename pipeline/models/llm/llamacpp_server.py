@@ -229,20 +229,24 @@ class LlamaServer:
                 "answers received so far are cached: re-run the same command to resume"
             )
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after a grace period) and reap it."""
+    def stop(self, grace_s: float = _STOP_GRACE_S) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``grace_s``; 0: SIGKILL at once) and
+        reap it."""
         with self._lock:
-            self._kill()
+            self._kill(grace_s)
 
-    def _kill(self) -> None:
+    def _kill(self, grace_s: float = _STOP_GRACE_S) -> None:
         process = self._process
         if process is None:
             return
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+                if grace_s <= 0:  # busy in native code, it may not see a SIGTERM for seconds
+                    process.kill()
+                else:
+                    process.terminate()
             try:
-                process.wait(timeout=_STOP_GRACE_S)
+                process.wait(timeout=max(grace_s, 0.1))
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
@@ -295,14 +299,16 @@ def announced_server(alias: str) -> str | None:
     return str(url) if health(str(url)) else None
 
 
-def stop_shared_servers() -> None:
-    """Stop every server this process started (idempotent; registered with atexit)."""
+def stop_shared_servers(grace_s: float = _STOP_GRACE_S) -> None:
+    """Stop every server this process started (idempotent; registered with atexit);
+    ``grace_s`` 0 kills them at once (a stop on a signal: their answers in flight are not
+    needed)."""
     with _shared_lock:
         servers = list(_shared.values())
         _shared.clear()
         os.environ.pop(SERVER_ENV, None)
     for server in servers:
-        server.stop()
+        server.stop(grace_s)
 
 
 # --------------------------------------------------------------------------- child process
