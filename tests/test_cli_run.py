@@ -55,37 +55,32 @@ def wikidrift(*args: str) -> list[str]:
     return [sys.executable, "-m", "wikidrift.cli", *args]
 
 
-def servers_of(workdir: Path) -> list[int]:
-    """Running llama.cpp server processes started for ``workdir`` (its log path is in argv)."""
+def _running(module: str, marker: str, in_environ: bool = False) -> list[int]:
+    """Live processes running ``module`` whose argv (or, ``in_environ``, environment) holds
+    ``marker``."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = (proc / "cmdline").read_bytes().decode(errors="replace")
+            where = (proc / "environ").read_bytes().decode(errors="replace") if in_environ else argv
             state = (proc / "stat").read_text().split()[2]
         except OSError:
             continue
-        if SERVER_MODULE in argv and str(workdir) in argv and state != "Z":
+        if module in argv and marker in where and state != "Z":
             found.append(int(proc.name))
     return found
+
+
+def servers_of(workdir: Path) -> list[int]:
+    """Running llama.cpp server processes started for ``workdir`` (its log path is in argv)."""
+    return _running(SERVER_MODULE, str(workdir))
 
 
 def prefect_servers_of(tmp_path: Path) -> list[int]:
     """Running Prefect API servers whose PREFECT_HOME lies under ``tmp_path``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().decode(errors="replace")
-            environ = (proc / "environ").read_bytes().decode(errors="replace")
-            state = (proc / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if "prefect.server.api.server" in argv and str(tmp_path) in environ and state != "Z":
-            found.append(int(proc.name))
-    return found
+    return _running("prefect.server.api.server", str(tmp_path), in_environ=True)
 
 
 def start_until(command: list[str], tmp_path: Path, ready: str) -> subprocess.Popen[str]:
