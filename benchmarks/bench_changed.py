@@ -16,7 +16,20 @@ seconds (in all, per article pair).
 even those the alignment settles by itself. ``--split test`` keeps the newest date pair
 (2024-06-01 -> 2025-01-01), which no rule was tuned on; ``dev`` the three older pairs.
 ``--articles OLD:NEW`` times the labeling of all 36 wikisnap articles between two dates with
-and without the judge (seconds per article, judge calls, how many labels the judge changed).
+and without the judge (seconds per article, judge calls, how many labels the judge changed);
+with ``--classifier`` also with the update classifier on.
+
+``--grouped`` measures generalization to unseen articles (issue 33): the gold set is split BY
+ARTICLE into the frozen test articles (:data:`TEST_ARTICLES`, 12 of 36, two per category,
+drawn once with ``random.Random(33)`` and never tuned on) and the 24 training articles, which
+are cross-validated in :data:`CV_FOLDS` folds grouped by article (no article in two folds,
+one article of each category per fold). For each variant (rules only; rules + the update
+classifier; the classifier alone) it prints the confusion matrix and figures on the CV folds
+(each fold labeled by a classifier trained, with ``benchmarks/train_update_classifier.py``,
+on the other folds' gold pairs and synthetic pairs of their articles) and on the test
+articles (the packaged weights, trained on all training articles).
+
+    .venv/bin/python -m benchmarks.bench_changed --grouped [--judge none] [--workdir W]
 """
 
 from __future__ import annotations
@@ -44,6 +57,30 @@ GOLD = REPO / "benchmarks" / "data" / "changed_gold.jsonl"
 CLASSES = ("UPDATE", "ELABORATION", "REWORDING", "DIFFERENT")
 LABELS = (CHANGED, UNCHANGED, NEW, UNLABELED)
 TEST_PAIR = ("2024-06-01", "2025-01-01")
+# The frozen test articles (issue 33): two per category, drawn once by
+# random.Random(33).sample(sorted titles of the category, 2), categories in sorted order.
+# Fixed forever; nothing (rules, features, thresholds, hyperparameters) is tuned on them.
+TEST_ARTICLES = (
+    "Barclays",
+    "Universal Music Group",
+    "Arvind Krishna",
+    "Sam Altman",
+    "Jack Smith (lawyer)",
+    "Letitia James",
+    "Radeon RX 7000 series",
+    "Tesla Model Y",
+    "Dark energy",
+    "Liquid biopsy",
+    "Miami Dolphins",
+    "UEFA Champions League",
+)
+CV_FOLDS = 4
+
+
+def split_by_article(gold: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(training pairs, frozen test pairs): the pairs of :data:`TEST_ARTICLES` are the test."""
+    test = set(TEST_ARTICLES)
+    return [g for g in gold if g["title"] not in test], [g for g in gold if g["title"] in test]
 
 
 def _judge_overrides(spec: str) -> dict[str, Any]:
@@ -69,11 +106,15 @@ def _select(gold: list[dict], which_set: str | None, split: str | None) -> list[
     return rows
 
 
-def label_gold(gold: list[dict], judge: str, workdir: Path, *, judge_only: bool) -> dict:
+def label_gold(
+    gold: list[dict], judge: str, workdir: Path, *, judge_only: bool, classifier: bool = False
+) -> dict:
     """Run the labeler over every gold pair; returns labels, rules, judge calls, seconds."""
     from pipeline.runtime import judge_from_config, llm_from_config
 
-    cfg = load_config(profile="offline", overrides=_judge_overrides(judge))
+    overrides = _judge_overrides(judge)
+    overrides["align"]["update_classifier"] = classifier
+    cfg = load_config(profile="offline", overrides=overrides)
     llm = llm_from_config(cfg, workdir)
     labeler = make_labeler(cfg, workdir, judge=judge_from_config(cfg, llm))
     if judge_only:
@@ -190,7 +231,84 @@ def report(gold: list[dict], result: dict) -> list[str]:
     return [line for line in lines if line]
 
 
-def time_articles(old: str, new: str, judge: str, workdir: Path) -> list[str]:
+VARIANTS = ("rules", "rules+classifier", "classifier")
+
+
+def grouped_evaluation(gold: list[dict], judge: str, workdir: Path) -> list[str]:
+    """Each variant's figures on the article-grouped CV folds of the training articles and on
+    the frozen test articles (see the module docstring); one line per figure."""
+    from benchmarks.train_update_classifier import (
+        SEED,
+        article_folds,
+        run_pairs,
+        train,
+        training_data,
+    )
+    from pipeline.runtime import judge_from_config, llm_from_config
+    from pipeline.update_classifier import classifier_from_dict, load_update_classifier
+
+    overrides = _judge_overrides(judge)
+    overrides["align"]["update_classifier"] = False
+    cfg = load_config(profile="offline", overrides=overrides)
+    labeler = make_labeler(
+        cfg, workdir, judge=judge_from_config(cfg, llm_from_config(cfg, workdir))
+    )
+    labeler.embedder.embed(["warm up"])
+    category = {g["title"]: g["category"] for g in gold}
+    train_gold, test_gold = split_by_article(gold)
+    gold_rows, synth_rows = training_data(labeler, train_gold, workdir)
+
+    def run(rows: list[dict], model: Any, variant: str) -> dict:
+        labeler.classifier = None if variant == "rules" else model
+        labeler.classifier_alone = variant == "classifier"
+        asked = labeler.judge.calls if labeler.judge else 0
+        started = time.perf_counter()
+        out = run_pairs(labeler, rows)
+        labeler.classifier, labeler.classifier_alone = None, False
+        return {
+            "labels": [r["label"] for r in out],
+            "rules": [r["rule"] for r in out],
+            "judge_questions": (labeler.judge.calls if labeler.judge else 0) - asked,
+            "seconds": time.perf_counter() - started,
+        }
+
+    cv: dict[str, dict] = {v: {"labels": [], "rules": [], "judge_questions": 0} for v in VARIANTS}
+    cv_gold: list[dict] = []
+    cv_seconds = 0.0
+    titles = sorted({g["title"] for g in train_gold})
+    for fold in article_folds(titles, category, CV_FOLDS, SEED):
+        weights = train(
+            [r for r in gold_rows if r["title"] not in fold],
+            [r for r in synth_rows if r["title"] not in fold],
+            category,
+        )
+        model = classifier_from_dict(weights)
+        held = [g for g in train_gold if g["title"] in fold]
+        cv_gold.extend(held)
+        for v in VARIANTS:
+            result = run(held, model, v)
+            cv_seconds += result["seconds"]
+            for key in ("labels", "rules"):
+                cv[v][key].extend(result[key])
+            cv[v]["judge_questions"] += result["judge_questions"]
+    packaged = load_update_classifier()
+    lines = [
+        f"test articles ({len(TEST_ARTICLES)}): {', '.join(TEST_ARTICLES)}",
+        f"cv: {CV_FOLDS} folds over {len(titles)} training articles; "
+        f"packaged weights {packaged.model_id} threshold={packaged.threshold}",
+    ]
+    for v in VARIANTS:
+        lines += [f"== {v}: CV (training articles, grouped folds)"]
+        lines += report(cv_gold, cv[v] | {"seconds": 0.0})[:-2]
+    for v in VARIANTS:
+        lines += [f"== {v}: TEST (frozen test articles, packaged weights)"]
+        lines += report(test_gold, run(test_gold, packaged, v))
+    return lines
+
+
+def time_articles(
+    old: str, new: str, judge: str, workdir: Path, *, classifier: bool = False
+) -> list[str]:
     """Label every wikisnap article ``old`` -> ``new`` without and with the judge; one line
     each: seconds per article, judge calls, changed labels."""
     from pipeline.labeling import label_snapshots
@@ -204,12 +322,18 @@ def time_articles(old: str, new: str, judge: str, workdir: Path) -> list[str]:
     snapshots = workdir / "snapshots_only"
     build_wikisnap_snapshots(snapshots, [old, new], page_ids, SentenceSplitter())
     lines = []
-    for spec in ("none", judge):
+    runs = [("none", False), (judge, False)]
+    if classifier:
+        runs += [("none", True)] + ([(judge, True)] if judge != "none" else [])
+    for spec, with_classifier in dict.fromkeys(runs):
         # A fresh copy each: no embedding, NER or LLM answer cached from the other run.
-        run_dir = workdir / f"judge-{spec.replace('/', '_').replace(':', '_')}"
+        name = spec.replace("/", "_").replace(":", "_")
+        run_dir = workdir / f"judge-{name}{'-classifier' if with_classifier else ''}"
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.copytree(snapshots / "snapshots", run_dir / "snapshots")
-        cfg = load_config(profile="offline", overrides=_judge_overrides(spec))
+        overrides = _judge_overrides(spec)
+        overrides["align"]["update_classifier"] = with_classifier
+        cfg = load_config(profile="offline", overrides=overrides)
         judge_model = judge_from_config(cfg, llm_from_config(cfg, run_dir))
         labeler = make_labeler(cfg, run_dir, judge=judge_model)
         labeler.embedder.embed(["warm up"])  # model loading stays out of the time
@@ -219,9 +343,11 @@ def time_articles(old: str, new: str, judge: str, workdir: Path) -> list[str]:
         seconds = time.perf_counter() - started
         rules = Counter(read_labels(run_dir, old, new)["rule"].to_pylist())
         lines.append(
-            f"articles judge={spec} seconds_per_article={seconds / len(page_ids):.3f} "
+            f"articles judge={spec} classifier={'on' if with_classifier else 'off'} "
+            f"seconds_per_article={seconds / len(page_ids):.3f} "
             f"judge_calls={summary.model_calls.get('judge_questions', 0)} "
-            f"changed={summary.counts['changed']} judge_confirmed={rules['judge_confirmed']}"
+            f"changed={summary.counts['changed']} judge_confirmed={rules['judge_confirmed']} "
+            f"classifier_update={rules['classifier_update']}"
         )
     return lines
 
@@ -236,11 +362,18 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="keep the caches (LLM answers) here")
     parser.add_argument("--dump", type=Path, help="write each pair with its label here (JSONL)")
     parser.add_argument("--articles", metavar="OLD:NEW", help="time whole articles instead")
+    parser.add_argument(
+        "--classifier", action="store_true", help="with the update classifier on (align)"
+    )
+    parser.add_argument(
+        "--grouped", action="store_true", help="article-grouped CV and frozen test split"
+    )
     args = parser.parse_args()
     if args.articles:
         old, _, new = args.articles.partition(":")
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_changed_articles_"))
-        print("\n".join(time_articles(old, new, args.judge, workdir)))
+        lines = time_articles(old, new, args.judge, workdir, classifier=args.classifier)
+        print("\n".join(lines))
         return
     gold = _select(
         [json.loads(line) for line in args.gold.read_text().splitlines() if line.strip()],
@@ -248,7 +381,12 @@ def main() -> None:
         args.split,
     )
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_changed_"))
-    result = label_gold(gold, args.judge, workdir, judge_only=args.judge_only)
+    if args.grouped:
+        print("\n".join(grouped_evaluation(gold, args.judge, workdir)))
+        return
+    result = label_gold(
+        gold, args.judge, workdir, judge_only=args.judge_only, classifier=args.classifier
+    )
     print("\n".join(report(gold, result)))
     if args.dump:
         with args.dump.open("w") as fh:

@@ -72,7 +72,11 @@ from typing import Protocol
 import numpy as np
 
 from pipeline.changes import (
+    DIFFERENT,
+    ELABORATION,
+    UPDATE,
     JudgeQuestion,
+    PairClass,
     UpdateJudge,
     classify_pair,
     judge_question,
@@ -100,6 +104,7 @@ from pipeline.growover_matcher import (
 from pipeline.models.embedder import Embedder
 from pipeline.models.nli import NLIClassifier, NLIResult
 from pipeline.schemas import CHANGED, DELETED, NEW, UNCHANGED, UNLABELED
+from pipeline.update_classifier import UpdateClassifier, pair_features
 
 log = logging.getLogger(__name__)
 
@@ -329,11 +334,21 @@ class SentenceLabeler:
         facts: FactExtractor | None = None,
         naive: bool = False,
         judge: UpdateJudge | None = None,
+        classifier: UpdateClassifier | None = None,
+        classifier_alone: bool = False,
     ) -> None:
         self.embedder = embedder
         self.nli = nli
         self.checker = checker
         self.judge = judge
+        # The learned update decision of the default offline path (never in faithful mode):
+        # it settles pairs the rules leave unlabeled; ``classifier_alone`` (benchmarks only)
+        # lets it label every pair with a counterpart instead of the rules.
+        self.classifier = classifier
+        self.classifier_alone = classifier_alone
+        # Benchmarks and training only: when a list, every pair the offline rule decides is
+        # appended as (old, new, features, label the rules gave).
+        self.pair_log: list[tuple[str, str, np.ndarray, str]] | None = None
         self.settings = settings or AlignSettings()
         self.facts = facts or FactExtractor()
         self.naive = naive
@@ -970,11 +985,43 @@ class SentenceLabeler:
         verdict = one_name(classify_pair(slots, s), slots, (w.old.texts, w.new.texts))
         label = label_of(verdict, float(round2(s)), st.new_max_similarity)
         rule = verdict.kind if label == UNCHANGED else verdict.rule
+        use = self.classifier is not None and (label == UNLABELED or self.classifier_alone)
+        if use or self.pair_log is not None:
+            x = pair_features(old, new, slots, s, verdict)
+            if self.pair_log is not None:
+                self.pair_log.append((old, new, x, label))
+            if use:
+                label, rule, model = self._classify(x, s, label, rule, model)
         keeps = [] if label == NEW else [i]
-        question = judge_question(old, new, verdict, slots) if self.judge else None
+        question = (
+            judge_question(old, new, verdict, slots) if self.judge and label == UNLABELED else None
+        )
         return _Decision(
             label, rule, model, keeps, s, reason=verdict.detail or None, question=question
         )
+
+    def _classify(
+        self, x: np.ndarray, s: float, label: str, rule: str, model: str
+    ) -> tuple[str, str, str]:
+        """The (label, rule, decided_by) the update classifier gives a pair: an unlabeled
+        pair whose P(UPDATE) reaches the threshold becomes changed (``classifier_update``);
+        with ``classifier_alone`` every pair gets the classifier's class (an update changed,
+        an elaboration or rewording unchanged, another statement new or unlabeled as
+        :func:`pipeline.changes.label_of` says)."""
+        assert self.classifier is not None
+        by = f"{model}+{self.classifier.model_id}"
+        if self.classifier_alone:
+            cls = self.classifier.predict(x)[0]
+            kind = {"UPDATE": UPDATE, "DIFFERENT": DIFFERENT}.get(cls, ELABORATION)
+            pc = PairClass(kind, "classifier")
+            return (
+                label_of(pc, float(round2(s)), self.settings.new_max_similarity),
+                f"classifier_{cls.lower()}",
+                by,
+            )
+        if self.classifier.is_update(x):
+            return CHANGED, "classifier_update", by
+        return label, rule, by
 
     def _settle_uncertain(self, works: list[_PageWork], stats: LabelingStats) -> None:
         """Ask the update judge, in one batch, about every uncertain pair it can settle: a

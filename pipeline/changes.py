@@ -28,7 +28,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.facts import Replacement, SlotDiff, _fold, _same_value, sentence_values
+from pipeline.facts import (
+    Replacement,
+    SlotDiff,
+    _abbreviates,
+    _fold,
+    _same_value,
+    sentence_values,
+)
+from pipeline.facts import _name_words as _joined_name_words
 from pipeline.models.llm.base import LLMBackend
 
 UPDATE, ELABORATION, REWORDING, DIFFERENT, UNCERTAIN = (
@@ -41,7 +49,7 @@ UPDATE, ELABORATION, REWORDING, DIFFERENT, UNCERTAIN = (
 
 # Raised whenever a rule below decides a pair differently: the labeling stage's digest holds
 # it, so labels made by older rules are rebuilt, not reused.
-RULES_VERSION = 3
+RULES_VERSION = 4
 
 # Share of each sentence's words that must stay in place for a replaced value to be read as
 # an update of the same statement (measured on the gold set: below it, most "replacements"
@@ -122,7 +130,33 @@ def distinct_entities(r: Replacement) -> bool:
         return False
     gone = [w for w in old if w not in new]
     came = [w for w in new if w not in old]
-    return bool(gone and came) and not any(_related(a, b) for a in gone for b in came)
+    if not (gone and came) or any(_related(a, b) for a in gone for b in came):
+        return False
+    return not is_alias(r.old, r.new)
+
+
+def is_alias(a: str, b: str) -> bool:
+    """Whether one name is an abbreviation of the other ("IEA" / "International Energy
+    Agency", "U.S." / "United States", "F1" / "Formula One"): one thing, two names."""
+    wa, wb = _joined_name_words(a), _joined_name_words(b)
+    for short, long in ((wa, wb), (wb, wa)):
+        if len(short) == 1 and _abbreviates(short[0], long):
+            return True
+    return False
+
+
+# "X (formerly Y)", "X, previously known as Y": the old name written beside the new one.
+_FORMER_NAME = re.compile(r"\b(formerly|previously|originally|née|known as|then called)\b", re.I)
+
+
+def former_name_beside(r: Replacement, slots: SlotDiff) -> bool:
+    """Whether the new sentence still names the replaced entity as the other one's former or
+    other name ("Meta (formerly Facebook)"): the same entity, not a replacement."""
+    if not _FORMER_NAME.search(slots.inserted_words):
+        return False
+    inserted = set(_name_words(slots.inserted_words))
+    old_words = _name_words(r.old)
+    return bool(old_words) and all(w in inserted for w in old_words)
 
 
 def status_signal(slots: SlotDiff) -> str | None:
@@ -154,7 +188,7 @@ def classify_pair(slots: SlotDiff, similarity: float) -> PairClass:
     if values and frame >= VALUE_FRAME:
         r = values[0]
         return PairClass(UPDATE, "value_replaced", f"{r.kind} {r.old!r} -> {r.new!r}")
-    names = [r for r in slots.replaced if distinct_entities(r)]
+    names = [r for r in slots.replaced if distinct_entities(r) and not former_name_beside(r, slots)]
     if names and frame >= ENTITY_FRAME:
         r = names[0]
         return PairClass(UPDATE, "entity_replaced", f"{r.old_label} {r.old!r} -> {r.new!r}")
@@ -192,7 +226,7 @@ def one_name(verdict: PairClass, slots: SlotDiff, pages: Sequence[Sequence[str]]
     verdicts pass unchanged, without a look at the pages."""
     if verdict.rule != "entity_replaced":
         return verdict
-    r = next(r for r in slots.replaced if distinct_entities(r))
+    r = next(r for r in slots.replaced if distinct_entities(r) and not former_name_beside(r, slots))
     for whole in (f"{r.old} {r.new}", f"{r.new} {r.old}"):
         if any(whole in t for page in pages for t in page):
             return PairClass(UNCERTAIN, "name_variant", f"{r.old!r} / {r.new!r}: {whole!r}")

@@ -138,6 +138,10 @@ class AlignConfig(_Section):
     # Without an NLI model: ask the LLM one short extractive question about each pair the
     # word alignment cannot settle (pipeline.changes.UpdateJudge); false = leave them unlabeled.
     update_judge: bool = True
+    # Without an NLI model (never in faithful mode): the learned update decision
+    # (pipeline.update_classifier, weights in pipeline/data/update_classifier.json) settles
+    # pairs the rules leave unlabeled; false = rules (and judge) only.
+    update_classifier: bool = False
 
 
 class LLMConfig(_Section):

@@ -51,6 +51,7 @@ from pipeline.storage import (
     read_parquet,
     write_json_atomic,
 )
+from pipeline.update_classifier import UpdateClassifier, load_update_classifier
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +95,12 @@ def make_labeler(
     embedder: Embedder | None = None,
     nli: NLIClassifier | None = None,
     judge: UpdateJudge | None = None,
+    classifier: UpdateClassifier | None = None,
 ) -> SentenceLabeler:
     """A labeler with the configured models (or the given ones) behind the workdir's on-disk
-    caches. ``naive`` (reference mode for benchmarks) uses no cache and no shortcut."""
+    caches. ``naive`` (reference mode for benchmarks) uses no cache and no shortcut. The update
+    classifier (``align.update_classifier``, or the given one) only serves the offline path:
+    not with an NLI model, never in faithful mode."""
     cache = cache_dir(workdir)
     base = embedder or load_embedder(
         cfg.models.embedder, device=cfg.models.device, batch_size=cfg.models.embed_batch_size
@@ -119,6 +123,9 @@ def make_labeler(
         max_span=cfg.align.max_span,
         faithful=cfg.align.faithful,
     )
+    offline = not (cfg.align.faithful or cfg.models.nli)
+    if classifier is None and cfg.align.update_classifier and offline:
+        classifier = load_update_classifier()
     return SentenceLabeler(
         base,
         nli=nli_model,
@@ -127,6 +134,7 @@ def make_labeler(
         facts=FactExtractor(cfg.text.spacy_model or None),
         naive=naive,
         judge=judge,
+        classifier=classifier if offline else None,
     )
 
 
@@ -204,6 +212,10 @@ def plan_labels(
         "contradiction_checker": labeler.checker.model_id if labeler.checker else None,
         "update_judge": labeler.judge.model_id if labeler.judge else None,
     }
+    if labeler.classifier is not None:
+        # The weights' digest: labels made with other weights are recomputed.
+        alone = ":alone" if labeler.classifier_alone else ""
+        models["update_classifier"] = labeler.classifier.model_id + alone
     inputs = verified_inputs(workdir, _input_files(workdir, old, new))
     digest = job_digest(
         {

@@ -18,12 +18,13 @@ from pipeline.changes import (
     PairClass,
     UpdateJudge,
     classify_pair,
+    distinct_entities,
     judge_question,
     label_of,
     one_name,
     read_span,
 )
-from pipeline.facts import FactExtractor, compare_slots
+from pipeline.facts import FactExtractor, Replacement, compare_slots
 from pipeline.growover_matcher import round2
 from tests.conftest import REPO_ROOT
 
@@ -371,3 +372,28 @@ def test_two_parts_of_one_name_are_not_an_update(facts: FactExtractor) -> None:
     article = [old, "He starred in Great Wall, directed by Zhang Yimou."]
     assert one_name(verdict, slots, [article]).rule == "name_variant"
     assert one_name(verdict, slots, [[old], [new]]) == verdict  # nothing joins the two names
+
+
+def test_an_abbreviation_and_its_expansion_are_one_entity() -> None:
+    from pipeline.changes import is_alias
+
+    assert is_alias("IEA", "International Energy Agency")
+    assert is_alias("United States", "U.S.")
+    assert is_alias("F1", "Formula One")
+    assert not is_alias("PIS", "PIN")  # two abbreviations: a correction, not an alias
+    assert not is_alias("Apple", "Microsoft")
+    renamed = Replacement("entity", "IEA", "International Energy Agency", "ORG", "ORG", True)
+    assert not distinct_entities(renamed)
+
+
+def test_a_former_name_written_beside_the_new_one_is_no_replacement() -> None:
+    from pipeline.changes import former_name_beside
+    from pipeline.facts import SlotDiff
+
+    r = Replacement("entity", "Facebook", "Meta", "ORG", "ORG", True)
+    slots = SlotDiff((r,), (), (), (), (), 0.9, 0.9, "Facebook", "Meta ( formerly Facebook )")
+    assert distinct_entities(r) and former_name_beside(r, slots)
+    assert classify_pair(slots, 0.95).rule != "entity_replaced"
+    plain = SlotDiff((r,), (), (), (), (), 0.9, 0.9, "Facebook", "Meta")
+    assert not former_name_beside(r, plain)
+    assert classify_pair(plain, 0.95).rule == "entity_replaced"
