@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
@@ -318,6 +319,27 @@ def export_task(config: dict[str, Any], snapshot: str) -> str:
     return str(export_hf(cfg.workdir, snapshot, out))
 
 
+# --------------------------------------------------------------------------- the LLM
+
+# What to call once, just before the first stage that may ask the LLM (labeling's update
+# judge, generation): ``wikidrift run`` starts its local server there, so a snapshot that
+# fails first (offline, a bad source) never waits for a model to load.
+_LLM_STARTERS: list[Callable[[], None]] = []
+
+
+def start_llm_before_first_use(starter: Callable[[], None] | None) -> None:
+    """Register ``starter`` (None: drop the one registered) to be called once, before the
+    first stage of a flow run in this process that may need the LLM."""
+    _LLM_STARTERS.clear()
+    if starter is not None:
+        _LLM_STARTERS.append(starter)
+
+
+def _llm_may_be_needed() -> None:
+    while _LLM_STARTERS:
+        _LLM_STARTERS.pop()()
+
+
 # --------------------------------------------------------------------------- flows
 
 
@@ -329,6 +351,7 @@ def _release_for(config: dict[str, Any], snapshot: str, previous: str | None) ->
     # the CLI commands): a second writer of the stage waits.
     stages: dict[str, Any] = {}
     stages["snapshot"] = _snapshot_stage(cfg, config, snapshot)
+    _llm_may_be_needed()
     if previous is not None:
         stages["label"] = _label_stage(config, previous, snapshot)
     stages["generate"] = _generate_stage(config, previous, snapshot)

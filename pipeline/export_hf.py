@@ -7,6 +7,8 @@ Layout of ``DIR``::
     dialogue/<split>.parquet    must match ``^\\w+(\\.\\w+)*$``
     quadruples/<split>.parquet
     sentence_labels/<split>.parquet
+    temporal_qa/, timelines/, relations/, sources/   (schema v2 / v3 releases; ``sources``:
+                                the article revisions quoted, with oldid URL and licence)
     lm_eval/                    lm-evaluation-harness task YAMLs (pipeline.evaluate.lmeval);
                                 qa and dialogue rows gain ``bm25_top3`` / ``dense_top3``
     growth.png, manifest.json   copied from the release (the manifest and card redacted
@@ -80,11 +82,17 @@ def _card(manifest: Any, release_card: str, configs: list[str]) -> str:
 
 
 def export_hf(
-    workdir: str | Path, snapshot: str, out: str | Path, *, embedder: Embedder | None = None
+    workdir: str | Path,
+    snapshot: str,
+    out: str | Path,
+    *,
+    embedder: Embedder | None = None,
+    item_filter: dict[str, Any] | None = None,
 ) -> Path:
     """Write the Hugging Face layout of the release of ``snapshot`` into ``out`` (which must be
     empty or not exist), with the harness files (:func:`add_harness_files`; ``embedder``:
-    the dense retriever's, default the release's own); returns ``out``."""
+    the dense retriever's, default the release's own; ``item_filter``: the lm-eval tasks'
+    item filter, the data stays whole); returns ``out``."""
     manifest = check_release(workdir, snapshot)
     src = release_dir(workdir, snapshot)
     out = Path(out)
@@ -100,7 +108,7 @@ def export_hf(
     write_json_atomic(out / "manifest.json", public_manifest(src / "manifest.json"))
     card = _card(manifest, (src / "README.md").read_text(), configs)
     write_text_atomic(out / "README.md", redact_text(card))
-    add_harness_files(Path(workdir), snapshot, out, configs, embedder)
+    add_harness_files(Path(workdir), snapshot, out, configs, embedder, item_filter)
     return out
 
 
@@ -123,14 +131,25 @@ def release_retrieval(workdir: Path, snapshot: str) -> EvaluateConfig:
 
 
 def add_harness_files(
-    workdir: Path, snapshot: str, out: Path, configs: list[str], embedder: Embedder | None
+    workdir: Path,
+    snapshot: str,
+    out: Path,
+    configs: list[str],
+    embedder: Embedder | None,
+    item_filter: dict[str, Any] | None = None,
 ) -> list[str]:
     """Precomputed top-3 passages (``bm25_top3``, ``dense_top3``) on the exported ``qa`` and
     ``dialogue`` rows, lm-evaluation-harness task YAMLs in ``out/lm_eval`` and a card section
     on them (see :mod:`pipeline.evaluate.lmeval`); ``embedder`` (default: the release's
-    retriever embedder, uncached: an export only reads the workdir) makes ``dense_top3``.
-    Returns the task names."""
-    from pipeline.evaluate.lmeval import LM_EVAL_CARD, add_retrieval_columns, write_lm_eval_tasks
+    retriever embedder, uncached: an export only reads the workdir) makes ``dense_top3``;
+    ``item_filter`` (:meth:`pipeline.evaluate.harness.ItemFilter.record`) restricts the tasks
+    to the items it keeps. Returns the task names."""
+    from pipeline.evaluate.lmeval import (
+        LM_EVAL_CARD,
+        add_retrieval_columns,
+        filter_note,
+        write_lm_eval_tasks,
+    )
     from pipeline.models.embedder import load_embedder
 
     split = split_name(snapshot)
@@ -138,10 +157,11 @@ def add_harness_files(
     settings = release_retrieval(workdir, snapshot)
     embedder = embedder or load_embedder(settings.retriever_embedder)
     add_retrieval_columns(workdir, snapshot, files, embedder, settings)
-    tasks = write_lm_eval_tasks(out, split, configs)
+    tasks = write_lm_eval_tasks(out, split, configs, item_filter)
     card = out / "README.md"
     listed = ", ".join(f"`{t}`" for t in tasks)
     section = LM_EVAL_CARD.format(tasks=listed, embedder=embedder.model_id)
+    section += filter_note(item_filter)
     write_text_atomic(card, card.read_text() + section)
     return tasks
 

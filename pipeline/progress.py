@@ -51,6 +51,18 @@ def add_total(n: int) -> None:
         _reporter.add_total(n)
 
 
+def note(line: str) -> None:
+    """Show one line between stages (the stage before it is finished first, so its line
+    comes first); without a reporter, or one that draws no lines, it goes to stderr."""
+    show = getattr(_reporter, "note", None)
+    if show is not None:
+        show(line)
+        return
+    # write(), not print(): a Prefect flow with log_prints turns print() into log records
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def advance(n: int = 1) -> None:
     """Report ``n`` finished units in the current stage."""
     if _reporter is not None and n:
@@ -112,6 +124,13 @@ class ConsoleProgress:
             done = f": {line['n']} {line['unit']}s" if line["n"] else ""
             # write(), not print(): a Prefect flow with log_prints turns print() into log records
             self.file.write(f"{line['label']}{done} in {took:.0f}s\n")
+            self.file.flush()
+
+    def note(self, line: str) -> None:
+        """Finish the current stage, then show ``line``."""
+        with self._lock:
+            self._close()
+            self.file.write(line + "\n")
             self.file.flush()
 
     def close(self, *, finished: bool = True) -> None:

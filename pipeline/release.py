@@ -10,6 +10,9 @@ of that snapshot. Files:
   it), ``retired.parquet`` (items that left at this snapshot, with the reason),
   ``temporal_qa.parquet``, ``timelines.parquet``, ``relations.parquet`` (the temporal layer,
   :mod:`pipeline.temporal.tables`);
+- ``sources.parquet`` (schema v3 on): every article revision the release's rows quote, with
+  its ``oldid`` URL and licence (:mod:`pipeline.release_sources`); item rows name theirs in
+  ``revision_id``;
 - ``manifest.json``: release id and revision, snapshot, previous release, config and its hash,
   model ids, prompt hashes, row counts in the layout of GrowOVER Tables 13/14, sha256 of every
   file, schema version;
@@ -69,6 +72,7 @@ from pipeline.markers import ReleaseManifest
 from pipeline.redact import redact_config, redact_value
 from pipeline.release_card import dataset_card, write_growth_plot
 from pipeline.release_items import release_counts, release_item_tables
+from pipeline.release_sources import Revisions, sources_table, wiki_site
 from pipeline.schemas import (
     LABELS_SCHEMA,
     LEDGER_KINDS,
@@ -116,10 +120,14 @@ def _initial_labels(workdir: Path, snapshot: str) -> pa.Table:
 
 
 # --------------------------------------------------------------------------- build
-def release_inputs_digest(workdir: Path, snapshot: str, config_hash: str) -> str:
+def release_inputs_digest(
+    workdir: Path, snapshot: str, config_hash: str, schema_version: int = RELEASE_SCHEMA_VERSION
+) -> str:
     """What a release is built from, as a short hash: the schema version, the config hash, the
-    ledger's inputs and files and the temporal questions (a changed one makes a new revision)."""
-    h = hashlib.sha256(f"v{RELEASE_SCHEMA_VERSION}:{config_hash}".encode())
+    ledger's inputs and files and the temporal questions (a changed one makes a new revision).
+    ``verify`` passes the release's own schema version (an older release is checked as what
+    it was built as)."""
+    h = hashlib.sha256(f"v{schema_version}:{config_hash}".encode())
     h.update(read_ledger_summary(workdir, snapshot).inputs_digest.encode())
     for name in ("items.parquet", "evidence.parquet"):
         h.update(file_sha256(ledger_dir(workdir, snapshot) / name).encode())
@@ -135,6 +143,12 @@ def _input_files(workdir: Path, snapshot: str, previous: str | None) -> list[Pat
     files = [ledger_dir(workdir, snapshot) / name for name in LEDGER_FILES]
     questions = temporal_dir(workdir, snapshot) / "questions.parquet"
     files += [questions] if questions.exists() else []
+    # The article revisions of every snapshot up to this one (rows name them, sources list them).
+    files += [
+        snapshot_dir(workdir, s) / "articles.parquet"
+        for s in ledger_snapshots(workdir)
+        if s <= snapshot
+    ]
     if previous is None:
         return [*files, snapshot_dir(workdir, snapshot) / "sentences.parquet"]
     for snap in ledger_snapshots(workdir):
@@ -277,13 +291,17 @@ def _write_release(job: ReleaseJob) -> ReleaseManifest:
             "folder away, then run this again"
         )
     prev_release = previous if previous in list_releases(workdir) else None
-    tables = release_item_tables(workdir, snapshot)
+    revisions = Revisions(workdir)
+    tables = release_item_tables(workdir, snapshot, revisions)
     tables["sentence_labels"] = (
         read_labels(workdir, previous, snapshot).cast(LABELS_SCHEMA)
         if previous is not None
         else _initial_labels(workdir, snapshot)
     )
-    tables |= temporal_tables(workdir, snapshot, tables["quadruples"])
+    tables |= temporal_tables(workdir, snapshot, tables["quadruples"], revisions)
+    tables["sources"] = sources_table(
+        workdir, snapshot, previous, tables, site=wiki_site(job.config), revisions=revisions
+    )
     labeling_rule = "initial"
     if previous is not None:
         settings = read_label_summary(workdir, previous, snapshot).settings

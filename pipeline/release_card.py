@@ -9,7 +9,12 @@ from pathlib import Path
 
 from pipeline.layout import read_manifest, release_dir, releases_root
 from pipeline.markers import ReleaseManifest
-from pipeline.schemas import LEDGER_KINDS, RELEASE_SCHEMA_VERSION, release_files
+from pipeline.schemas import (
+    LEDGER_KINDS,
+    RELEASE_SCHEMA_VERSION,
+    WIKIPEDIA_LICENSE,
+    release_files,
+)
 
 
 def write_growth_plot(path: Path, manifests: list[ReleaseManifest]) -> None:
@@ -102,6 +107,7 @@ def _kind_sections(manifest: ReleaseManifest, all_releases: list[ReleaseManifest
 _FILE_NOTES = {
     "sentence_labels": "the sentence labels that maintained this release",
     "retired": "items that left here, with the reason",
+    "sources": "the article revisions quoted, for attribution",
 }
 
 
@@ -155,9 +161,34 @@ qa = pd.read_parquet("qa.parquet")
 or export with `wikidrift export-hf --release {manifest.snapshot}` and load with
 `datasets.load_dataset(DIR, "qa")`.
 
-Text from Wikipedia, licensed CC BY-SA 4.0; attribute the articles' authors via the revision
-ids in the source snapshot.
+{_licence(manifest)}
 """
+
+
+def _licence(manifest: ReleaseManifest) -> str:
+    """How to attribute the Wikipedia text: through ``sources.parquet`` when the release has
+    one (schema v3 on)."""
+    sources = manifest.counts.get("sources")
+    if sources is None:
+        return (
+            "Text from Wikipedia, licensed CC BY-SA 4.0; attribute the articles' authors via "
+            "the revision\nids in the source snapshot."
+        )
+    text = (
+        f"Text from Wikipedia, licensed {WIKIPEDIA_LICENSE} "
+        "(https://creativecommons.org/licenses/by-sa/4.0/). "
+        f"`sources.parquet` lists the {sources['revisions']:,} article revisions "
+        f"({sources['articles']:,} articles) whose text this release quotes, each with its "
+        "title, timestamp, `oldid` URL (the article's history there names its authors) and "
+        "licence; every item row names its revision in `revision_id`, so (`page_id`, "
+        "`revision_id`, `evidence_sent_idx`) locates its evidence sentence. To re-publish "
+        'this text: credit "Wikipedia contributors", link the revisions (the URLs of '
+        "`sources.parquet`), name the licence and share what you derive from it under the same "
+        "licence."
+    )
+    return "## Sources and licence\n\n" + textwrap.fill(
+        text, width=92, break_on_hyphens=False, break_long_words=False
+    )
 
 
 def run_summary(workdir: str | Path, snapshots: list[str]) -> str:

@@ -38,6 +38,21 @@ def release_diff(workdir: str | Path, a: str, b: str) -> dict[str, dict[str, Any
     return out
 
 
+def release_diff_items(workdir: str | Path, a: str, b: str) -> dict[str, dict[str, list[str]]]:
+    """Per ledger kind: the ids of the items added in ``b``, kept from ``a`` and retired
+    between them, each list sorted (``release diff --items``)."""
+    workdir = Path(workdir)
+    ids_a, ids_b = release_item_ids(workdir, a), release_item_ids(workdir, b)
+    return {
+        kind: {
+            "added": sorted(ids_b[kind] - ids_a[kind]),
+            "kept": sorted(ids_a[kind] & ids_b[kind]),
+            "retired": sorted(ids_a[kind] - ids_b[kind]),
+        }
+        for kind in ids_a
+    }
+
+
 _TEMPORAL_IDS = {
     "temporal_qa": "question_id",
     "timelines": "question_id",

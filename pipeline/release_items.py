@@ -10,15 +10,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.layout import read_evidence, read_items, read_manifest, read_release_table
+from pipeline.release_sources import Revisions, first_release
 from pipeline.schemas import LEDGER_KINDS, RELEASE_TABLES, RETIRED_SCHEMA, Kind
 
 
 def _release_row(
-    it: dict, evidence: dict, names: list[str], kind: Kind, snapshot: str
+    it: dict,
+    evidence: dict,
+    names: list[str],
+    kind: Kind,
+    snapshot: str,
+    revisions: Revisions | None = None,
 ) -> dict[str, object]:
     """One ledger item as a row of its kind's release table: the ledger's columns as they are,
-    and those that say what the item is at ``snapshot`` (its type then, its evidence then,
-    whether it is valid)."""
+    and those that say what the item is at ``snapshot`` (its type then, its evidence then and
+    the article revision that holds it, whether it is valid); without ``revisions`` the
+    revision is left empty."""
     valid = it["valid_to"] is None
     type_now = it["type_at_creation"] if it["created_snapshot"] == snapshot else "unchanged"
     derived = {
@@ -31,6 +38,10 @@ def _release_row(
         "evaluate": valid,
         "excluded_reason": it["retired_reason"],
         "excluded_at": it["valid_to"],
+        "revision_id": (
+            revisions.of(evidence["snapshot"], it["page_id"]) if revisions is not None else None
+        ),
+        "first_release": first_release(it["created_snapshot"]),
     }
     return {c: derived[c] if c in derived else it[c] for c in names}
 
@@ -48,9 +59,13 @@ def _released(items: list[dict], kind: Kind) -> list[dict]:
     ]
 
 
-def release_item_tables(workdir: str | Path, snapshot: str) -> dict[str, pa.Table]:
+def release_item_tables(
+    workdir: str | Path, snapshot: str, revisions: Revisions | None = None
+) -> dict[str, pa.Table]:
     """The ledger's items as of ``snapshot`` in the release layout: one table per ledger kind
-    (``qa``, ``dialogue``, ``quadruples``), then ``retired``."""
+    (``qa``, ``dialogue``, ``quadruples``), then ``retired``; ``revisions`` (default: read
+    from the workdir's snapshots) gives each row's ``revision_id``."""
+    revisions = revisions or Revisions(workdir)
     items = read_items(workdir, snapshot).to_pylist()
     latest: dict[str, dict] = {}
     for ev in read_evidence(workdir, snapshot).to_pylist():  # sorted by snapshot: last wins
@@ -59,7 +74,7 @@ def release_item_tables(workdir: str | Path, snapshot: str) -> dict[str, pa.Tabl
     for kind in LEDGER_KINDS:
         schema = RELEASE_TABLES[kind.table].schema
         rows = [
-            _release_row(it, latest[it["item_id"]], schema.names, kind, snapshot)
+            _release_row(it, latest[it["item_id"]], schema.names, kind, snapshot, revisions)
             for it in _released(items, kind)
         ]
         if kind.release_order:
@@ -122,6 +137,12 @@ def release_counts(tables: dict[str, pa.Table]) -> dict[str, dict[str, int]]:
     counts["sentence_labels"] = dict(sorted(labels.items()))
     if "temporal_qa" in tables:
         counts |= _temporal_counts(tables)
+    if "sources" in tables:  # schema v3 on
+        sources = tables["sources"]
+        counts["sources"] = {
+            "revisions": sources.num_rows,
+            "articles": len(set(sources["page_id"].to_pylist())),
+        }
     return counts
 
 

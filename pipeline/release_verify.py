@@ -1,5 +1,6 @@
 """``wikidrift verify``: a release checked against its manifest, its schemas and the ledger
-it was built from (every table recomputed and compared)."""
+it was built from (every table recomputed and compared). A release of an earlier schema
+version is checked as what it was built as: its own files and columns, its own digest."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pipeline.errors import WikidriftError
 from pipeline.layout import (
     ledger_dir,
     previous_release,
+    previous_snapshot,
     read_manifest,
     read_release_table,
     release_dir,
@@ -21,6 +23,13 @@ from pipeline.layout import (
 )
 from pipeline.release import release_inputs_digest
 from pipeline.release_items import release_counts, release_item_ids, release_item_tables
+from pipeline.release_sources import (
+    REVISION_COLUMNS,
+    Revisions,
+    sources_table,
+    used_revisions,
+    wiki_site,
+)
 from pipeline.schemas import LEDGER_KINDS, RELEASE_TABLES, release_files
 from pipeline.storage import file_sha256
 from pipeline.temporal.checks import temporal_problems
@@ -53,7 +62,9 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
             f"config ({recomputed})"
         )
     try:
-        digest = release_inputs_digest(workdir, snapshot, manifest.config_hash)
+        digest = release_inputs_digest(
+            workdir, snapshot, manifest.config_hash, manifest.schema_version
+        )
     except (WikidriftError, OSError) as exc:
         digest = f"unreadable ({exc})"
     # Ledger rows the release does not show (evidence of earlier snapshots, retired items)
@@ -86,7 +97,7 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
         return header + problems  # tables cannot be trusted past a checksum failure
     tables: dict[str, pa.Table] = {}
     for name in release_files(manifest.schema_version):
-        schema = RELEASE_TABLES[name].schema
+        schema = RELEASE_TABLES[name].schema_at(manifest.schema_version)
         try:
             tables[name] = read_release_table(workdir, snapshot, name)
         except Exception as exc:  # noqa: BLE001 - report every unreadable table, keep going
@@ -101,9 +112,12 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
         return header + problems
     if release_counts(tables) != manifest.counts:
         problems.append(f"{out / 'manifest.json'}: counts do not match the tables")
-    problems += _check_against_ledger(workdir, snapshot, tables)
+    revisions = Revisions(workdir)
+    problems += _check_against_ledger(workdir, snapshot, tables, manifest.schema_version, revisions)
     if "temporal_qa" in tables:
         problems += temporal_problems(workdir, snapshot, tables)
+    if "sources" in tables:
+        problems += _source_problems(workdir, snapshot, tables, manifest.config, revisions)
 
     # Ledger invariant: whatever was valid in the previous release is here or retired here.
     if previous:
@@ -128,21 +142,21 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
                         f"neither in release {snapshot} nor retired here with a reason"
                     )
 
-    # Evidence indices must point at the same text in the snapshot they refer to.
+    # Evidence indices must point at the same text in the snapshot they refer to, and (v3
+    # on) the row's revision must be the one that snapshot stores for its page.
     checks: list[tuple[str, str, int, list[int], str]] = []
     for name, id_col in ((k.table, k.id_column) for k in LEDGER_KINDS):
         t = tables[name].to_pylist()
         for r in t:
             snap = r.get("evidence_snapshot") or snapshot
-            checks.append(
-                (
-                    f"{name} {r[id_col]}",
-                    snap,
-                    r["page_id"],
-                    r["evidence_sent_idx"],
-                    r["evidence_text"],
+            label = f"{name} {r[id_col]}"
+            checks.append((label, snap, r["page_id"], r["evidence_sent_idx"], r["evidence_text"]))
+            if "revision_id" in r and r["revision_id"] != revisions.of(snap, r["page_id"]):
+                problems.append(
+                    f"{label}: revision_id {r['revision_id']} is not the revision of page "
+                    f"{r['page_id']} in snapshot {snap} "
+                    f"({revisions.of(snap, r['page_id'])})"
                 )
-            )
     by_snapshot: dict[str, set[int]] = {}
     for _, snap, page, _, _ in checks:
         by_snapshot.setdefault(snap, set()).add(page)
@@ -174,19 +188,28 @@ _LEDGER_ID_COLUMNS = {
 }
 
 
-def _check_against_ledger(workdir: Path, snapshot: str, tables: dict[str, pa.Table]) -> list[str]:
+def _check_against_ledger(
+    workdir: Path,
+    snapshot: str,
+    tables: dict[str, pa.Table],
+    schema_version: int,
+    revisions: Revisions,
+) -> list[str]:
     """The release must be exactly what the ledger at ``snapshot`` gives: rebuild its item
-    tables from the ledger and compare them row by row (a deleted or edited ledger row, or a
-    release table edited to match, shows up here)."""
+    tables from the ledger (in the columns of the release's ``schema_version``) and compare
+    them row by row (a deleted or edited ledger row, or a release table edited to match,
+    shows up here)."""
     try:
-        expected = release_item_tables(workdir, snapshot)
+        expected = release_item_tables(workdir, snapshot, revisions)
         if "temporal_qa" in tables:
-            expected |= temporal_tables(workdir, snapshot, expected["quadruples"])
+            expected |= temporal_tables(workdir, snapshot, expected["quadruples"], revisions)
     except Exception as exc:  # noqa: BLE001 - an unreadable ledger is a finding, not a crash
         return [f"{ledger_dir(workdir, snapshot)}: the ledger cannot be read ({exc})"]
     problems: list[str] = []
     where = ledger_dir(workdir, snapshot)
     for name, table in expected.items():
+        if name in RELEASE_TABLES:  # an older release lacks the columns added since
+            table = table.select(RELEASE_TABLES[name].schema_at(schema_version).names)
         id_cols = _LEDGER_ID_COLUMNS.get(name, ("item_id",))
 
         def key(r: dict, id_cols: tuple[str, ...] = id_cols) -> str:
@@ -205,4 +228,52 @@ def _check_against_ledger(workdir: Path, snapshot: str, tables: dict[str, pa.Tab
             if ids:
                 shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
                 problems.append(f"{name}: {len(ids)} row(s) {label} ({where}): {shown}")
+    return problems
+
+
+def _source_problems(
+    workdir: Path,
+    snapshot: str,
+    tables: dict[str, pa.Table],
+    config: dict,
+    revisions: Revisions,
+) -> list[str]:
+    """``sources.parquet`` must list exactly the revisions the release's rows use (each once,
+    with the title, timestamp and URL its snapshot records): a row quoting a revision that is
+    not listed, or a listed revision nothing uses, is a violation."""
+    out = release_dir(workdir, snapshot) / "sources.parquet"
+    sources = tables["sources"]
+    listed = sources["revision_id"].to_pylist()
+    problems: list[str] = []
+    if len(set(listed)) != len(listed):
+        problems.append(f"{out}: a revision is listed more than once")
+    listed_set = set(listed)
+    for name, columns in REVISION_COLUMNS.items():
+        if name not in tables:
+            continue
+        for column in columns:
+            values = tables[name][column].to_pylist()
+            flat = [v for value in values for v in (value if isinstance(value, list) else [value])]
+            if any(v is None for v in flat):
+                problems.append(f"{name}: {column} is empty on some row")
+            missing = sorted({v for v in flat if v is not None} - listed_set)
+            if missing:
+                shown = ", ".join(map(str, missing[:5]))
+                problems.append(
+                    f"{name}: {len(missing)} revision(s) in {column} not in {out.name}: {shown}"
+                )
+    try:
+        previous = previous_snapshot(workdir, snapshot)
+        want = sources_table(
+            workdir, snapshot, previous, tables, site=wiki_site(config), revisions=revisions
+        )
+    except (WikidriftError, ValueError) as exc:
+        return [*problems, f"{out}: cannot be recomputed ({exc})"]
+    unused = sorted(listed_set - used_revisions(tables, revisions, snapshot, previous))
+    if unused:
+        problems.append(f"{out}: {len(unused)} revision(s) no row uses: {unused[:5]}")
+    if not problems and want.to_pylist() != sources.to_pylist():
+        problems.append(
+            f"{out}: differs from the revisions the stored snapshots record for its rows"
+        )
     return problems

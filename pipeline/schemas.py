@@ -226,7 +226,15 @@ TEMPORAL_QUESTIONS_SCHEMA = pa.schema(
 
 # --------------------------------------------------------------------------- releases
 # v2: the temporal tables (temporal_qa, timelines, relations); v1 releases have none.
-RELEASE_SCHEMA_VERSION = 2
+# v3: sources.parquet (the article revisions the release quotes, for attribution) and, on
+# every row, the revision its evidence comes from (``revision_id``) and ledger items'
+# ``first_release``; the columns are appended, so a v2 reader's columns keep their order.
+RELEASE_SCHEMA_VERSION = 3
+
+# The columns a release schema version added to a table of an earlier one (a release of an
+# older version is read, verified and exported without them).
+_REVISION = ("revision_id", pa.int64())
+_FIRST_RELEASE = ("first_release", pa.string())
 
 RELEASE_QA_SCHEMA = pa.schema(
     [
@@ -244,6 +252,8 @@ RELEASE_QA_SCHEMA = pa.schema(
         ("evidence_text", pa.string()),
         ("prompt_hash", pa.string()),
         ("generator", pa.string()),
+        _REVISION,
+        _FIRST_RELEASE,
     ]
 )
 RELEASE_DIALOGUE_SCHEMA = pa.schema(
@@ -266,6 +276,8 @@ RELEASE_DIALOGUE_SCHEMA = pa.schema(
         ("excluded_at", pa.string()),
         ("prompt_hash", pa.string()),
         ("generator", pa.string()),
+        _REVISION,
+        _FIRST_RELEASE,
     ]
 )
 RELEASE_QUADRUPLES_SCHEMA = pa.schema(
@@ -289,6 +301,8 @@ RELEASE_QUADRUPLES_SCHEMA = pa.schema(
         ("evidence_snapshot", pa.string()),
         ("prompt_hash", pa.string()),
         ("generator", pa.string()),
+        _REVISION,
+        _FIRST_RELEASE,
     ]
 )
 RETIRED_SCHEMA = pa.schema(
@@ -319,6 +333,7 @@ TEMPORAL_QA_SCHEMA = pa.schema(
         ("created_snapshot", pa.string()),
         ("prompt_hash", pa.string()),
         ("generator", pa.string()),
+        ("revision_ids", pa.list_(pa.int64())),  # one per quadruple
     ]
 )
 TIMELINES_SCHEMA = pa.schema(
@@ -334,6 +349,7 @@ TIMELINES_SCHEMA = pa.schema(
         ("answer", pa.string()),
         ("evidence_id", pa.string()),
         ("evidence_text", pa.string()),
+        _REVISION,
     ]
 )
 RELATIONS_SCHEMA = pa.schema(
@@ -353,8 +369,25 @@ RELATIONS_SCHEMA = pa.schema(
         ("target_text", pa.string()),
         ("page_id", pa.int64()),
         ("observed_at", pa.string()),
+        ("source_revision_id", pa.int64()),
+        ("target_revision_id", pa.int64()),
     ]
 )
+SOURCES_SCHEMA = pa.schema(
+    [
+        ("page_id", pa.int64()),
+        ("title", pa.string()),  # the article's title at that revision
+        ("revision_id", pa.int64()),
+        ("revision_timestamp", pa.string()),
+        ("url", pa.string()),  # https://<wiki>/w/index.php?oldid=<revision_id>
+        ("license", pa.string()),
+    ]
+)
+# Wikipedia's text licence, stated on every row of ``sources.parquet``.
+WIKIPEDIA_LICENSE = "CC BY-SA 4.0"
+
+
+_ITEM_COLUMNS_V3 = ((3, ("revision_id", "first_release")),)
 
 
 @dataclass(frozen=True)
@@ -366,11 +399,19 @@ class ReleaseTable:
     since: int  # the first release schema version that has it
     description: str  # one line for the dataset card of the Hugging Face export
     exported: bool = True  # a config of the Hugging Face export
+    # (schema version, columns it appended), for columns added after ``since``
+    added: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     @property
     def stored_name(self) -> str:
         """The table name stamped into the file (the labels keep their stage's name)."""
         return self.name if self.name == "sentence_labels" else f"release_{self.name}"
+
+    def schema_at(self, schema_version: int) -> pa.Schema:
+        """The table's columns in a release of ``schema_version`` (without those a later
+        version added)."""
+        later = {c for v, cols in self.added if v > schema_version for c in cols}
+        return pa.schema([f for f in self.schema if f.name not in later])
 
 
 RELEASE_TABLES: dict[str, ReleaseTable] = {
@@ -381,18 +422,21 @@ RELEASE_TABLES: dict[str, ReleaseTable] = {
             RELEASE_QA_SCHEMA,
             1,
             "Question-answer pairs with evidence sentences, typed unchanged / new / changed.",
+            added=_ITEM_COLUMNS_V3,
         ),
         ReleaseTable(
             "dialogue",
             RELEASE_DIALOGUE_SCHEMA,
             1,
             "User-expert dialogue turns (one row per turn) with their evidence sentence.",
+            added=_ITEM_COLUMNS_V3,
         ),
         ReleaseTable(
             "quadruples",
             RELEASE_QUADRUPLES_SCHEMA,
             1,
             "Time-stamped knowledge quadruples (subject, relation, object, timestamp).",
+            added=_ITEM_COLUMNS_V3,
         ),
         ReleaseTable(
             "sentence_labels",
@@ -408,15 +452,27 @@ RELEASE_TABLES: dict[str, ReleaseTable] = {
             TEMPORAL_QA_SCHEMA,
             2,
             "Chronos-style C1 / C2 / C3 questions over the time-stamped quadruples.",
+            added=((3, ("revision_ids",)),),
         ),
         ReleaseTable(
             "timelines",
             TIMELINES_SCHEMA,
             2,
             "Questions re-asked at every release, one row per interval with its answer.",
+            added=((3, ("revision_id",)),),
         ),
         ReleaseTable(
-            "relations", RELATIONS_SCHEMA, 2, "Edges between facts: updates, contradicts, supports."
+            "relations",
+            RELATIONS_SCHEMA,
+            2,
+            "Edges between facts: updates, contradicts, supports.",
+            added=((3, ("source_revision_id", "target_revision_id")),),
+        ),
+        ReleaseTable(
+            "sources",
+            SOURCES_SCHEMA,
+            3,
+            "The Wikipedia article revisions the release quotes (oldid URL, licence): attribution.",
         ),
     )
 }

@@ -214,3 +214,55 @@ def test_lm_eval_task_yamls(released_workdir: Path, tmp_path: Path, monkeypatch)
     ]
     assert results["n-samples"]["wikidrift_dialogue"]["effective"] == len(dialogue_turns)
     assert results["results"]["wikidrift_dialogue"]["bleu,none"] < 5
+
+
+def test_export_has_the_sources_config_and_filtered_lm_eval_tasks(
+    released_workdir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``sources`` is a config of the export; an export with an item filter writes it into
+    ``wikidrift_docs.py`` and its tasks score only the rows it keeps (as ``evaluate``)."""
+    import lm_eval
+    from lm_eval.api.model import LM
+    from lm_eval.tasks import TaskManager
+
+    c = STAGE_DATES[2]
+    cutoff = STAGE_DATES[0]
+    out = export_hf(
+        released_workdir,
+        c,
+        tmp_path / "hf",
+        item_filter={"created_after": cutoff, "types": ["new", "changed"]},
+    )
+    card = (out / "README.md").read_text()
+    assert "- config_name: sources" in card and (out / "sources").is_dir()
+    assert f"made at a snapshot after {cutoff} and of type new, changed" in card
+    docs = (out / "lm_eval" / "wikidrift_docs.py").read_text()
+    assert f"CREATED_AFTER: str | None = {cutoff!r}" in docs
+    assert "TYPES: tuple[str, ...] | None = ('new', 'changed')" in docs
+    tasks = {p.stem for p in (out / "lm_eval").glob("*.yaml")}
+    assert "wikidrift_qa" in tasks and "wikidrift_timelines" not in tasks  # no type there
+    assert (
+        "process_docs: !function wikidrift_docs.qa_docs"
+        in (out / "lm_eval" / "wikidrift_qa.yaml").read_text()
+    )
+    qa = read_release_table(released_workdir, c, "qa").to_pylist()
+    kept = [r for r in qa if r["created_snapshot"] > cutoff and r["type"] in ("new", "changed")]
+    assert kept and len(kept) < len(qa)
+
+    class Echo(LM):
+        def generate_until(self, requests, disable_tqdm: bool = False):  # noqa: ANN001
+            return ["x" for _ in requests]
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):  # noqa: ANN001
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):  # noqa: ANN001
+            raise NotImplementedError
+
+    monkeypatch.chdir(out)
+    results = lm_eval.simple_evaluate(
+        model=Echo(),
+        tasks=["wikidrift_qa"],
+        task_manager=TaskManager(include_path="lm_eval", include_defaults=False),
+    )
+    assert results["n-samples"]["wikidrift_qa"]["effective"] == len(kept)

@@ -66,3 +66,23 @@ def test_on_a_terminal_a_bar_grows_with_planned_requests() -> None:
     assert (bar.n, bar.total) == (5, 10)
     console.close()
     assert "2024-06-01 generate" in out.getvalue() and "5/10 LLM requests" in out.getvalue()
+
+
+def test_a_note_comes_after_the_stage_it_interrupts(capsys) -> None:
+    out = io.StringIO()
+    reporter = ConsoleProgress(out, bars=False)
+    progress.set_reporter(reporter)
+    try:
+        progress.stage("2024-01-01 snapshot", 2)
+        progress.advance(2)
+        progress.note("starting the local LLM (m) ...")
+        progress.stage("2024-01-01 generate", None, "request")
+        reporter.close()
+    finally:
+        progress.set_reporter(None)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("2024-01-01 snapshot: 2 articles in ")
+    assert lines[1] == "starting the local LLM (m) ..."
+    assert lines[2].startswith("2024-01-01 generate in ")
+    progress.note("no reporter: stderr")
+    assert capsys.readouterr().err == "no reporter: stderr\n"

@@ -32,7 +32,7 @@ def test_layout_and_manifest(released_workdir: Path) -> None:
     )
     m = read_manifest(released_workdir, B)
     assert m.release_id == f"wikidrift-{B}" and m.revision == 1 and m.previous_release == A
-    assert m.schema_version == RELEASE_SCHEMA_VERSION == 2 and m.labeling_rule == "fact_guarded"
+    assert m.schema_version == RELEASE_SCHEMA_VERSION == 3 and m.labeling_rule == "fact_guarded"
     assert m.config["profile"] == "offline" and len(m.config_hash) == 16
     assert "workdir" not in m.config
     assert m.models["labeling"]["embedder"] == "packaged:all-MiniLM-L6-v2"

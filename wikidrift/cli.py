@@ -225,8 +225,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     from pipeline.layout import read_generation_summary
     from pipeline.ledger import update_ledger
     from pipeline.release import build_release, manifest_config
-    from pipeline.release_diff import release_diff
+    from pipeline.release_diff import release_diff, release_diff_items
 
+    if args.items and not args.action:
+        raise WikidriftError("--items belongs to: wikidrift release diff D1 D2 --items")
     cfg = _load(args, writes=not args.action)
     workdir = Path(cfg.workdir)
     if args.action:
@@ -241,6 +243,11 @@ def cmd_release(args: argparse.Namespace) -> int:
                 f"{kind}: added={d['added']} kept={d['kept']} retired={d['retired']}"
                 + (f" ({reasons})" if reasons else "")
             )
+        if args.items:  # one line per id: "<kind> added|kept|retired <id>", easy to grep
+            for kind, groups in release_diff_items(workdir, a, b).items():
+                for status, ids in groups.items():
+                    for item_id in ids:
+                        print(f"{kind} {status} {item_id}")
         return 0
     if args.snapshot is None:
         raise WikidriftError("wikidrift release needs --snapshot D (or: release diff D1 D2)")
@@ -292,10 +299,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_export_hf(args: argparse.Namespace) -> int:
     """``wikidrift export-hf``: Hugging Face datasets layout (and ``--push REPO``)."""
+    from pipeline.evaluate import ItemFilter
     from pipeline.export_hf import export_hf, push_to_hub
 
     cfg = _load(args, writes=False)
-    out = export_hf(Path(cfg.workdir), args.release.isoformat(), _output_dir(args.out, "--out"))
+    item_filter = ItemFilter(
+        created_after=args.created_after.isoformat() if args.created_after else None,
+        types=_types(args.types) if args.types is not None else None,
+    )
+    out = export_hf(
+        Path(cfg.workdir),
+        args.release.isoformat(),
+        _output_dir(args.out, "--out"),
+        item_filter=item_filter.record(),
+    )
     print(f"exported {out}")
     if args.push:
         print(f"pushed {args.push} tag {push_to_hub(out, args.push)}")
@@ -331,9 +348,30 @@ def _model_overrides(spec: str | None) -> dict[str, Any]:
     return {"llm": {**llm, "batch_api": False}}
 
 
+def _add_filter_options(p: argparse.ArgumentParser, which: str) -> None:
+    """``--created-after DATE`` and ``--types T1,T2`` (evaluate, export-hf)."""
+    p.add_argument(
+        "--created-after",
+        type=_iso_date,
+        metavar="DATE",
+        help=f"{which} items made at a snapshot after DATE (timeline intervals: begun after "
+        "it), e.g. a model's training cutoff",
+    )
+    p.add_argument(
+        "--types",
+        metavar="T1,T2",
+        help=f"{which} items of these types: some of new,changed,unchanged (no timelines)",
+    )
+
+
+def _types(value: str) -> tuple[str, ...]:
+    """``--types new,changed``: item types, each once, in the order given."""
+    return tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``wikidrift evaluate``: score a model (with a retriever) on one or more releases."""
-    from pipeline.evaluate import KINDS, evaluate_release
+    from pipeline.evaluate import KINDS, ItemFilter, evaluate_release
     from pipeline.evaluate import report as rep
     from pipeline.runtime import (
         cached_embedder,
@@ -353,9 +391,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise WikidriftError(
             f"--release needs dates and --kinds some of {', '.join(KINDS)} (got {args.kinds!r})"
         )
+    item_filter = ItemFilter(
+        created_after=args.created_after.isoformat() if args.created_after else None,
+        types=_types(args.types) if args.types is not None else None,
+    )
     llm = llm_from_config(cfg, workdir)
-    identity = llm.backend.identity
-    model = f"{identity.backend}:{identity.model}"
+    model = rep.scored_model(llm.backend)
     dense = args.retriever in ("dense", "temporal")
     embedder = cached_embedder(retrieval_embedder(cfg), workdir) if dense else None
     config = {
@@ -378,10 +419,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 kinds=kinds,
                 limit=args.limit,
                 settings=cfg.evaluate,
+                item_filter=item_filter,
             )
         record = rep.run_record(run, model=model, model_spec=args.model or "", config=config)
         record["limit"] = args.limit
-        out = args.out or rep.default_out(workdir, release, model, args.retriever)
+        out = args.out or rep.default_out(
+            workdir, release, model, args.retriever, item_filter.record()
+        )
         if args.out and len(releases) > 1:
             out = args.out / release
         rep.write_results(out, record, run.predictions)
@@ -500,14 +544,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         + (f" (details: {log_path})" if log_path else ""),
         file=sys.stderr,
     )
-    _start_llm_for(cfg, workdir)
-    from flows.monthly import run_flow
+    from flows.monthly import run_flow, start_llm_before_first_use
     from flows.runner import task_runner
 
-    with _console_progress():
-        results = run_flow.with_options(task_runner=task_runner(cfg))(
-            dates=dates, config=cfg.model_dump(mode="json")
-        )
+    if cfg.flow.task_runner == "dask":
+        # Dask's worker processes start with the flow: they share the server only if it runs
+        # before them (each would otherwise load a model of its own).
+        _start_llm_for(cfg, workdir)
+    else:  # after the first snapshot, which may fail first (offline, a bad source)
+        start_llm_before_first_use(lambda: _start_llm_for(cfg, workdir))
+    try:
+        with _console_progress():
+            results = run_flow.with_options(task_runner=task_runner(cfg))(
+                dates=dates, config=cfg.model_dump(mode="json")
+            )
+    finally:
+        start_llm_before_first_use(None)
     from pipeline.release_card import run_summary
 
     print(run_summary(workdir, sorted(results)))
@@ -529,20 +581,21 @@ def _log_to_file(path: Path) -> Path:
 
 
 def _start_llm_for(cfg: Config, workdir: Path) -> None:
-    """Start the local LLM server before the flow when generation will need it, so every
-    worker (threads, or Dask processes started afterwards) shares one server."""
+    """Start the local LLM server when generation will need it (before the first stage that
+    may ask it; before the flow on Dask), so every worker shares one server."""
+    from pipeline import progress
     from pipeline.runtime import local_llm, resolve_llm_kind
 
     if resolve_llm_kind(cfg) != "local" or not cfg.generation.makes_items:
         return
-    print(f"starting the local LLM ({cfg.llm.local_model}) ...", file=sys.stderr)
+    # progress.note, not print: called inside the flow too, where print() becomes a log record
+    progress.note(f"starting the local LLM ({cfg.llm.local_model}) ...")
     backend = local_llm(cfg, workdir)
     server = backend.server
     took = f" in {server.load_seconds:.0f}s" if server is not None else ""
-    print(
+    progress.note(
         f"local LLM {backend.model} ready at {backend.base_url}{took} "
-        f"({cfg.llm.local_parallel} parallel slots; log: {logs_dir(workdir)}/llama-server.log)",
-        file=sys.stderr,
+        f"({cfg.llm.local_parallel} parallel slots; log: {logs_dir(workdir)}/llama-server.log)"
     )
 
 
@@ -660,9 +713,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "release",
         help="write the release of a snapshot (or: release diff D1 D2)",
-        usage="wikidrift release --snapshot D --workdir W | release diff D1 D2 --workdir W",
+        usage="wikidrift release --snapshot D --workdir W | "
+        "release diff D1 D2 --workdir W [--items]",
     )
     p.add_argument("action", nargs="*", help="diff D1 D2")
+    p.add_argument(
+        "--items",
+        action="store_true",
+        help="release diff: also print the ids added / kept / retired, one per line",
+    )
     p.add_argument("--snapshot", type=_iso_date)
     p.add_argument(
         "--force", action="store_true", help="write a new revision (the old one is kept)"
@@ -679,6 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--release", type=_iso_date, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--push", metavar="REPO", help="upload to this dataset repo and tag it")
+    _add_filter_options(p, "the lm-eval tasks score only")
     _add_common(p)
     p.set_defaults(func=cmd_export_hf)
 
@@ -716,10 +776,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated item kinds (default: all; kinds a release lacks are skipped)",
     )
     p.add_argument("--limit", type=_int_at_least(1), help="only the first N items of each kind")
+    _add_filter_options(p, "only")
     p.add_argument(
         "--out",
         type=Path,
-        help="results folder (default: <workdir>/evaluations/<release>/<model>__<retriever>)",
+        help="results folder (default: <workdir>/evaluations/<release>/<model>__<retriever>"
+        "[__after-DATE][__types-T1-T2])",
     )
     _add_common(p)
     p.set_defaults(func=cmd_evaluate)

@@ -7,6 +7,10 @@ before the release, asked as of that interval's start with the corpus cut there)
 retriever finds the top-k passages of the item's corpus, the model answers through the LLM
 layer (every answer cached the moment it arrives, so a killed run resumes without repeating a
 call) and :mod:`pipeline.evaluate.metrics` scores the answers per item type.
+
+An :class:`ItemFilter` keeps only items created (or, for a timeline interval, whose answer
+began) after a date, and / or of some types: to score a model only on what is newer than its
+training cutoff.
 """
 
 from __future__ import annotations
@@ -65,6 +69,50 @@ class EvalItem:
     previous: str | None = None
     mode: str = "any"
     extra: dict[str, Any] = field(default_factory=dict)
+    # The snapshot that made the item (a timeline interval: the date its answer began).
+    created: str | None = None
+
+
+@dataclass(frozen=True)
+class ItemFilter:
+    """Which items an evaluation scores: those created after ``created_after`` (a date,
+    exclusive: an item made at that snapshot is out) and of ``types`` (None: any)."""
+
+    created_after: str | None = None
+    types: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.types or ()) - set(TYPES))
+        if unknown or self.types == ():
+            raise WikidriftError(f"--types {unknown or '(none)'}: allowed: {', '.join(TYPES)}")
+
+    @property
+    def active(self) -> bool:
+        """Whether it leaves any item out."""
+        return self.created_after is not None or (
+            self.types is not None and set(self.types) != set(TYPES)
+        )
+
+    def record(self) -> dict[str, Any] | None:
+        """What ``results.json`` and the leaderboard record (None: every item)."""
+        if not self.active:
+            return None
+        return {
+            "created_after": self.created_after,
+            "types": sorted(self.types, key=TYPES.index) if self.types else None,
+        }
+
+    def keeps(self, item: EvalItem) -> bool:
+        """Whether ``item`` is scored."""
+        if self.created_after is not None and not (item.created or "") > self.created_after:
+            return False
+        return self.types is None or item.kind == "timelines" or item.group in self.types
+
+    def skips_kind(self, kind: str) -> str | None:
+        """Why a whole kind is left out, or None: timeline intervals have no item type."""
+        if kind == "timelines" and self.types is not None and set(self.types) != set(TYPES):
+            return "timeline intervals have no item type (--types)"
+        return None
 
 
 @dataclass
@@ -86,6 +134,7 @@ class EvalRun:
     retrieval_ms_per_query: float | None
     seconds: float
     prompt_hashes: dict[str, str]
+    filter: dict[str, Any] | None = None  # ItemFilter.record(): None when every item counts
 
 
 # --------------------------------------------------------------------------- items
@@ -107,6 +156,7 @@ def qa_items(workdir: Path, release: str) -> list[EvalItem]:
             gold=[r["answer"]],
             evidence=[r["evidence_text"] or ""],
             previous=r["previous_answer"],
+            created=r.get("created_snapshot"),
         )
         for r in read_release_table(workdir, release, "qa").to_pylist()
     ]
@@ -140,6 +190,7 @@ def dialogue_items(workdir: Path, release: str) -> list[EvalItem]:
                     as_of=release,
                     gold=[t["expert"]],
                     evidence=[t["evidence_text"] or ""],
+                    created=t["created_snapshot"],
                 )
             )
     return items
@@ -159,6 +210,7 @@ def temporal_qa_items(rows: list[dict[str, Any]], release: str) -> list[EvalItem
             evidence=list(r["evidence_text"] or []),
             mode=r["answer_mode"],
             extra={"category": r["category"]},
+            created=r.get("created_snapshot"),
         )
         for r in rows
     ]
@@ -186,20 +238,31 @@ def timeline_items(
                 gold=[r["answer"]],
                 evidence=list(evidence) if isinstance(evidence, list) else [evidence or ""],
                 extra={"question_id": r["question_id"], "interval_start": start},
+                created=start,
             )
         )
     return items
 
 
 def load_items(
-    workdir: Path, release: str, kinds: Sequence[str], limit: int | None = None
+    workdir: Path,
+    release: str,
+    kinds: Sequence[str],
+    limit: int | None = None,
+    item_filter: ItemFilter | None = None,
 ) -> tuple[dict[str, list[EvalItem]], dict[str, str]]:
-    """The items of each kind of ``release`` (the first ``limit`` of each), and the kinds
-    skipped with the reason (a table this release does not have)."""
+    """The items of each kind of ``release`` that ``item_filter`` keeps (the first ``limit``
+    of each), and the kinds skipped with the reason (a table this release does not have, a
+    filter that does not apply)."""
     items: dict[str, list[EvalItem]] = {}
     skipped: dict[str, str] = {}
     snapshots = corpus_snapshots(workdir, release)
+    item_filter = item_filter or ItemFilter()
     for kind in kinds:
+        why = item_filter.skips_kind(kind)
+        if why is not None:
+            skipped[kind] = why
+            continue
         if kind == "qa":
             found = qa_items(workdir, release)
         elif kind == "dialogue":
@@ -213,6 +276,7 @@ def load_items(
                 found = temporal_qa_items(rows, release)
             else:
                 found = timeline_items(rows, release, snapshots)
+        found = [it for it in found if item_filter.keeps(it)]
         items[kind] = found[:limit] if limit is not None else found
     return items, skipped
 
@@ -416,9 +480,11 @@ def evaluate_release(
     kinds: Sequence[str] = KINDS,
     limit: int | None = None,
     settings: EvaluateConfig | None = None,
+    item_filter: ItemFilter | None = None,
 ) -> EvalRun:
     """Evaluate ``backend`` on the release of ``release`` with ``retriever`` (the top
-    ``settings.k`` passages; ``settings``: the ``[evaluate]`` config, default its defaults)."""
+    ``settings.k`` passages; ``settings``: the ``[evaluate]`` config, default its defaults),
+    on the items ``item_filter`` keeps (default: all)."""
     workdir = Path(workdir)
     settings = settings or EvaluateConfig()
     unknown = sorted(set(kinds) - set(KINDS))
@@ -428,7 +494,8 @@ def evaluate_release(
         raise WikidriftError(f"--limit {limit}: must be at least 1")
     started = time.monotonic()
     manifest = check_release(workdir, release)
-    items_by_kind, skipped = load_items(workdir, release, kinds, limit)
+    item_filter = item_filter or ItemFilter()
+    items_by_kind, skipped = load_items(workdir, release, kinds, limit, item_filter)
     items = [it for kind in items_by_kind for it in items_by_kind[kind]]
     hits, retrieval_ms = retrieve(workdir, items, retriever, embedder, settings)
     requests = [
@@ -487,4 +554,5 @@ def evaluate_release(
         prompt_hashes={
             name: load_prompt(name).prompt_hash for name in sorted(set(_PROMPT.values()))
         },
+        filter=item_filter.record(),
     )

@@ -11,12 +11,13 @@
   ``wikidrift_docs.py`` (dialogue turns with their history). The tasks read the export's
   Parquet files by paths relative to the export folder (``dataset_path: parquet`` with
   ``data_files``): run ``lm_eval`` from that folder (a local export or a downloaded copy
-  alike), so no local path is written into a folder that may be pushed.
+  alike), so no local path is written into a folder that may be pushed. An export with an
+  item filter (``--created-after``, ``--types``, as in ``wikidrift evaluate``) writes it
+  into its ``wikidrift_docs.py`` and every task filters its documents through it.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -141,20 +142,39 @@ def _task(config: str, split: str, retrieval: str | None) -> dict[str, Any]:
     }
 
 
-def write_lm_eval_tasks(out: str | Path, split: str, configs: list[str]) -> list[str]:
+def _docs_module(item_filter: dict[str, Any] | None) -> str:
+    """``wikidrift_docs.py`` with the export's item filter written into its constants."""
+    text = Path(__file__).with_name("lm_eval_docs.py").read_text(encoding="utf-8")
+    if not item_filter:
+        return text
+    types = tuple(item_filter["types"]) if item_filter.get("types") else None
+    for name, value in (("CREATED_AFTER", item_filter.get("created_after")), ("TYPES", types)):
+        line = next(x for x in text.splitlines() if x.startswith(f"{name}: "))
+        text = text.replace(line, f"{line.split('=')[0]}= {value!r}", 1)
+    return text
+
+
+def write_lm_eval_tasks(
+    out: str | Path, split: str, configs: list[str], item_filter: dict[str, Any] | None = None
+) -> list[str]:
     """Task YAMLs for the configs of an export in ``out`` (those of ``qa``, ``dialogue``,
-    ``temporal_qa``, ``timelines`` it has) into ``out/lm_eval``; returns the task names."""
+    ``temporal_qa``, ``timelines`` it has) into ``out/lm_eval``; returns the task names.
+    ``item_filter`` (:meth:`pipeline.evaluate.harness.ItemFilter.record`) makes every task
+    keep only the rows it keeps (no timeline task with a type filter: intervals have none)."""
     folder = Path(out) / TASKS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(Path(__file__).with_name("lm_eval_docs.py"), folder / f"{DOCS_MODULE}.py")
+    with atomic_open(folder / f"{DOCS_MODULE}.py", "w") as fh:
+        fh.write(_docs_module(item_filter))
     names = []
     for config in (c for c in _TEXT if c in configs):
+        if config == "timelines" and item_filter and item_filter.get("types"):
+            continue
         variants = [None, "bm25", "dense"] if config in QUERY_COLUMNS else [None]
         for retrieval in variants:
             task = _task(config, split, retrieval)
             text = yaml.safe_dump(task, sort_keys=False, allow_unicode=True)
-            if config == "dialogue":  # a tag safe_dump cannot write
-                text += f"process_docs: !function {DOCS_MODULE}.dialogue_docs\n"
+            if config == "dialogue" or item_filter:  # a tag safe_dump cannot write
+                text += f"process_docs: !function {DOCS_MODULE}.{config}_docs\n"
             with atomic_open(folder / f"{task['task']}.yaml", "w") as fh:
                 fh.write(text)
             names.append(task["task"])
@@ -173,3 +193,18 @@ per config ({tasks}). From this folder:
 lm_eval --model hf --model_args pretrained=MODEL --include_path lm_eval --tasks wikidrift_qa_bm25
 ```
 """
+
+
+def filter_note(item_filter: dict[str, Any] | None) -> str:
+    """The card's line on the tasks' item filter ("" without one)."""
+    if not item_filter:
+        return ""
+    parts = []
+    if item_filter.get("created_after"):
+        parts.append(f"made at a snapshot after {item_filter['created_after']}")
+    if item_filter.get("types"):
+        parts.append("of type " + ", ".join(item_filter["types"]))
+    return (
+        "\nThe tasks score only the rows " + " and ".join(parts) + " (`wikidrift_docs.py`: "
+        "`CREATED_AFTER`, `TYPES`); the data files hold every row.\n"
+    )

@@ -1,7 +1,8 @@
 """Write what an evaluation found: ``results.json``, ``results.md``, ``predictions.jsonl`` in
 the run's folder, and the leaderboard of every run of a workdir
 (``<workdir>/evaluations/leaderboard.jsonl`` + ``leaderboard.md``, one line per run; a re-run
-of the same release, model, retriever, k, kinds and limit replaces its line), with a plot of
+of the same release, model, retriever, k, kinds, limit and item filter replaces its line),
+with a plot of
 QA F1 per type across releases once a model and retriever were evaluated on several.
 
 Tables follow GrowOVER's Table 4 / 5 layout: one row per model and retriever, QA F1 and
@@ -21,7 +22,7 @@ from pipeline.evaluate.harness import TYPES, EvalRun
 from pipeline.layout import evaluations_dir
 from pipeline.storage import atomic_open, write_json_atomic, write_text_atomic
 
-_RUN_KEY = ("release", "model", "retriever", "k", "kinds", "limit")
+_RUN_KEY = ("release", "model", "retriever", "k", "kinds", "limit", "filter")
 
 
 def slug(text: str) -> str:
@@ -29,9 +30,57 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
 
 
-def default_out(workdir: str | Path, release: str, model: str, retriever: str) -> Path:
-    """``<workdir>/evaluations/<release>/<model-slug>__<retriever>``."""
-    return evaluations_dir(workdir) / release / f"{slug(model)}__{retriever}"
+def filter_label(item_filter: dict[str, Any] | None) -> str:
+    """How a run's item filter reads in tables: ``all``, ``after 2024-06-01``, ``new,changed``
+    or both joined by ``; ``."""
+    if not item_filter:
+        return "all"
+    parts = []
+    if item_filter.get("created_after"):
+        parts.append(f"after {item_filter['created_after']}")
+    if item_filter.get("types"):
+        parts.append(",".join(item_filter["types"]))
+    return "; ".join(parts) or "all"
+
+
+def default_out(
+    workdir: str | Path,
+    release: str,
+    model: str,
+    retriever: str,
+    item_filter: dict[str, Any] | None = None,
+) -> Path:
+    """``<workdir>/evaluations/<release>/<model-slug>__<retriever>``, plus
+    ``__after-<date>`` / ``__types-<t1>-<t2>`` for a filtered run (it never overwrites the
+    run on every item)."""
+    name = f"{slug(model)}__{retriever}"
+    if item_filter and item_filter.get("created_after"):
+        name += f"__after-{item_filter['created_after']}"
+    if item_filter and item_filter.get("types"):
+        name += "__types-" + "-".join(item_filter["types"])
+    return evaluations_dir(workdir) / release / name
+
+
+def scored_model(backend: Any) -> str:
+    """The name a run records for the model that answered (results folder, ``model`` field,
+    leaderboard): ``backend:model`` as the endpoint reports it, except for an
+    OpenAI-compatible server other than OpenAI's: the model id the server itself lists, or,
+    when it names none (down, no ``/models``), its URL without credentials; never the
+    configured OpenAI model, which did not answer. (``model_spec`` keeps the ``--model``.)"""
+    from pipeline.models.llm.openai_backend import OpenAIBackend, is_openai_endpoint
+    from pipeline.redact import strip_credentials
+
+    identity = backend.identity
+    inner = getattr(backend, "backend", None)
+    if (
+        isinstance(inner, OpenAIBackend)
+        and inner.backend_id == "openai"
+        and inner.base_url
+        and not is_openai_endpoint(inner.base_url)
+    ):
+        url = strip_credentials(inner.base_url).rstrip("/")
+        return identity.model if identity.model in (inner.served_models or ()) else url
+    return f"{identity.backend}:{identity.model}"
 
 
 def run_record(
@@ -58,18 +107,20 @@ def results_table(records: list[dict[str, Any]]) -> str:
         "Release",
         "Model",
         "Retriever",
+        "Items",
         *(f"QA F1 {t}" for t in (*TYPES, "all")),
         *(f"Dial. BLEU {t}" for t in (*TYPES, "all")),
         "Outdated %",
         "QA recall@k",
     ]
-    lines = ["| " + " | ".join(head) + " |", "|---|---|---|" + "---:|" * (len(head) - 3)]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---|---|" + "---:|" * (len(head) - 4)]
     for r in records:
         retriever = r["retriever"] if r["retriever"] == "none" else f"{r['retriever']} (k={r['k']})"
         cells = [
             r["release"],
             r["model"],
             retriever,
+            filter_label(r.get("filter")),
             *(_cell(_metric(r, "qa", t, "f1")) for t in (*TYPES, "all")),
             *(_cell(_metric(r, "dialogue", t, "bleu")) for t in (*TYPES, "all")),
             _cell(r["metrics"].get("qa", {}).get("outdated_rate")),
@@ -108,6 +159,7 @@ def results_markdown(record: dict[str, Any]) -> str:
         + results_table([record])
         + _details(record)
         + f"\n\n- model: {record['model']}; retriever: {record['retriever']}; k: {record['k']}"
+        + f"\n- items: {filter_label(record.get('filter'))}"
         + f"\n- model calls: {record['model_calls']}; cache hits: {record['cache_hits']}; "
         f"failed: {record['failed']}" + f"\n- retrieval: {retrieval} ms/query; "
         f"wall time: {record['seconds']:.1f} s" + skipped + "\n"
@@ -137,7 +189,7 @@ def update_leaderboard(workdir: str | Path, record: dict[str, Any]) -> list[dict
         fcntl.flock(lock, fcntl.LOCK_EX)  # two evaluations finishing together keep both lines
         runs = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         runs = [r for r in runs if _key(r) != _key(record)] + [record]
-        runs.sort(key=lambda r: (r["release"], r["model"], r["retriever"], r["k"]))
+        runs.sort(key=lambda r: (r["release"], r["model"], r["retriever"], r["k"], _key(r)[-1]))
         with atomic_open(path, "w") as fh:
             fh.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in runs)
         write_text_atomic(
@@ -149,13 +201,16 @@ def update_leaderboard(workdir: str | Path, record: dict[str, Any]) -> list[dict
 def write_release_plot(
     workdir: str | Path, runs: list[dict[str, Any]], model: str, retriever: str
 ) -> Path | None:
-    """QA F1 per type across releases for one model and retriever (its latest run per
-    release), as ``evaluations/plots/<model>__<retriever>.png``; None with fewer than two
+    """QA F1 per type across releases for one model and retriever (its latest run on every
+    item per release), as ``evaluations/plots/<model>__<retriever>.png``; None with fewer than two
     releases."""
     by_release = {
         r["release"]: r
         for r in runs
-        if r["model"] == model and r["retriever"] == retriever and "qa" in r["metrics"]
+        if r["model"] == model
+        and r["retriever"] == retriever
+        and "qa" in r["metrics"]
+        and not r.get("filter")  # a filtered run scores other items: not comparable
     }
     if len(by_release) < 2:
         return None

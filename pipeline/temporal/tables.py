@@ -13,6 +13,10 @@
     ``contradicts`` (a changed pair the contradiction check confirmed), ``supports`` (a
     reworded sentence labeled unchanged; two quadruples stating the same fact).
 
+Every row names the article revision its evidence comes from (``revision_ids``, one per
+quadruple; ``revision_id``; ``source_revision_id`` / ``target_revision_id``): a sentence's is
+its page's revision in its snapshot, a quadruple's that of its release row's evidence.
+
 Everything but the questions' wording is computed from the ledger, the sentence labels and
 the snapshots, so ``verify`` can recompute it.
 """
@@ -35,6 +39,7 @@ from pipeline.layout import (
     read_labels,
     read_questions,
 )
+from pipeline.release_sources import Revisions
 from pipeline.schemas import RELATIONS_SCHEMA, TEMPORAL_QA_SCHEMA, TIMELINES_SCHEMA
 from pipeline.temporal.questions import Fact, QuestionSpec, current_spec, facts_from_rows
 
@@ -51,7 +56,7 @@ def parse_sentence_id(value: str) -> tuple[str, int, list[int]]:
 
 
 # --------------------------------------------------------------------------- temporal_qa
-def _qa_row(spec: QuestionSpec, stored: dict, snapshot: str) -> dict:
+def _qa_row(spec: QuestionSpec, stored: dict, snapshot: str, quad_revs: dict[str, int]) -> dict:
     return {
         "question_id": spec.question_id,
         "category": spec.category,
@@ -70,6 +75,7 @@ def _qa_row(spec: QuestionSpec, stored: dict, snapshot: str) -> dict:
         "created_snapshot": stored["created_snapshot"],
         "prompt_hash": stored["prompt_hash"],
         "generator": stored["generator"],
+        "revision_ids": [quad_revs.get(f.item_id) for f in spec.facts],
     }
 
 
@@ -88,7 +94,7 @@ def _live_questions(stored: list[dict], facts: list[Fact]) -> list[tuple[Questio
 
 
 # --------------------------------------------------------------------------- timelines
-def _qa_chain_rows(workdir: Path, items: list[dict]) -> list[dict]:
+def _qa_chain_rows(workdir: Path, items: list[dict], revisions: Revisions) -> list[dict]:
     """Two intervals per changed QA pair: its earlier answer from the snapshot before it was
     made, its current answer from then until its evidence changed (or still open)."""
     changed = [it for it in items if it["kind"] == "qa" and it["type_at_creation"] == "changed"]
@@ -135,6 +141,7 @@ def _qa_chain_rows(workdir: Path, items: list[dict]) -> list[dict]:
                     "answer": it["previous_answer"],
                     "evidence_id": sentence_id(before, it["page_id"], was[0]),
                     "evidence_text": was[1],
+                    "revision_id": revisions.of(before, it["page_id"]),
                 }
             )
             rows.append(
@@ -146,6 +153,7 @@ def _qa_chain_rows(workdir: Path, items: list[dict]) -> list[dict]:
                     "answer": it["answer"],
                     "evidence_id": sentence_id(created, it["page_id"], idx),
                     "evidence_text": text,
+                    "revision_id": revisions.of(created, it["page_id"]),
                 }
             )
     return rows
@@ -166,7 +174,9 @@ def _creation_evidence(workdir: Path, snapshot: str, ids: set[str]) -> dict[str,
     }
 
 
-def _fact_chain_rows(live: list[tuple[QuestionSpec, dict]], items: dict[str, dict]) -> list[dict]:
+def _fact_chain_rows(
+    live: list[tuple[QuestionSpec, dict]], items: dict[str, dict], quad_revs: dict[str, int]
+) -> list[dict]:
     """One interval per fact of each supersession chain that has a kept timeline question:
     from the snapshot that saw the fact to the one that superseded it."""
     rows = []
@@ -187,6 +197,7 @@ def _fact_chain_rows(live: list[tuple[QuestionSpec, dict]], items: dict[str, dic
                     "answer": fact.object,
                     "evidence_id": f"q:{fact.item_id}",
                     "evidence_text": fact.evidence_text,
+                    "revision_id": quad_revs.get(fact.item_id),
                 }
             )
     return rows
@@ -194,6 +205,7 @@ def _fact_chain_rows(live: list[tuple[QuestionSpec, dict]], items: dict[str, dic
 
 # --------------------------------------------------------------------------- relations
 def _edge(kind: str, rule: str, source: dict, target: dict, page: int, seen: str) -> dict:
+    # An endpoint's "revision_id" becomes its ``*_revision_id`` (not part of the relation id).
     rid = hashlib.sha256(f"{kind}|{source['id']}|{target['id']}".encode()).hexdigest()[:16]
     return {
         "relation_id": rid,
@@ -206,33 +218,37 @@ def _edge(kind: str, rule: str, source: dict, target: dict, page: int, seen: str
     }
 
 
-def _sentence(snapshot: str, page: int, idx: Sequence[int], text: str) -> dict:
+def _sentence(
+    snapshot: str, page: int, idx: Sequence[int], text: str, revisions: Revisions
+) -> dict:
     return {
         "kind": "sentence",
         "id": sentence_id(snapshot, page, idx),
         "snapshot": snapshot,
         "time": snapshot,
         "text": text,
+        "revision_id": revisions.of(snapshot, page),
     }
 
 
-def _quad(fact: Fact) -> dict:
+def _quad(fact: Fact, quad_revs: dict[str, int]) -> dict:
     return {
         "kind": "quadruple",
         "id": f"q:{fact.item_id}",
         "snapshot": fact.observed_at,
         "time": fact.time,
         "text": f"{fact.subject} | {fact.relation} | {fact.object}",
+        "revision_id": quad_revs.get(fact.item_id),
     }
 
 
-def _sentence_edges(workdir: Path, before: str, after: str) -> list[dict]:
+def _sentence_edges(workdir: Path, before: str, after: str, revisions: Revisions) -> list[dict]:
     edges = []
     for r in read_labels(workdir, before, after).to_pylist():
         if r["label"] not in ("changed", "unchanged") or not r["old_idx"] or r["new_idx"] is None:
             continue
-        new = _sentence(after, r["page_id"], [r["new_idx"]], r["text"])
-        old = _sentence(before, r["page_id"], r["old_idx"], r["old_text"])
+        new = _sentence(after, r["page_id"], [r["new_idx"]], r["text"], revisions)
+        old = _sentence(before, r["page_id"], r["old_idx"], r["old_text"], revisions)
         if r["label"] == "changed":
             confirmed = r["rule"] == "nli_contradiction" and r["verified"] is True
             kind = "contradicts" if confirmed else "updates"
@@ -243,7 +259,7 @@ def _sentence_edges(workdir: Path, before: str, after: str) -> list[dict]:
     return edges
 
 
-def _fact_edges(facts: list[Fact]) -> list[dict]:
+def _fact_edges(facts: list[Fact], quad_revs: dict[str, int]) -> list[dict]:
     by_id = {f.item_id: f for f in facts}
     edges = []
     for f in facts:
@@ -253,8 +269,8 @@ def _fact_edges(facts: list[Fact]) -> list[dict]:
                 _edge(
                     "updates",
                     "supersession",
-                    _quad(successor),
-                    _quad(f),
+                    _quad(successor, quad_revs),
+                    _quad(f, quad_revs),
                     successor.page_id,
                     successor.observed_at,
                 )
@@ -272,8 +288,8 @@ def _fact_edges(facts: list[Fact]) -> list[dict]:
                 _edge(
                     "supports",
                     "same_fact",
-                    _quad(later),
-                    _quad(first),
+                    _quad(later, quad_revs),
+                    _quad(first, quad_revs),
                     later.page_id,
                     later.observed_at,
                 )
@@ -283,18 +299,24 @@ def _fact_edges(facts: list[Fact]) -> list[dict]:
 
 # --------------------------------------------------------------------------- all
 def temporal_tables(
-    workdir: str | Path, snapshot: str, quadruples: pa.Table
+    workdir: str | Path, snapshot: str, quadruples: pa.Table, revisions: Revisions | None = None
 ) -> dict[str, pa.Table]:
     """``temporal_qa``, ``timelines`` and ``relations`` of the release of ``snapshot``, from
-    its ``quadruples`` table, the ledger, the labels and the phrased questions."""
+    its ``quadruples`` table, the ledger, the labels and the phrased questions; ``revisions``
+    (default: read from the workdir's snapshots) gives the sentences' revisions."""
     workdir = Path(workdir)
-    facts = facts_from_rows(quadruples.to_pylist())
+    revisions = revisions or Revisions(workdir)
+    rows = quadruples.to_pylist()
+    facts = facts_from_rows(rows)
+    quad_revs = {r["item_id"]: r.get("revision_id") for r in rows}
     stored = read_questions(workdir, snapshot)
     live = _live_questions(stored.to_pylist() if stored is not None else [], facts)
     items = read_items(workdir, snapshot).to_pylist()
-    qa_rows = [_qa_row(spec, row, snapshot) for spec, row in live if spec.category != "timeline"]
-    timeline_rows = _qa_chain_rows(workdir, items) + _fact_chain_rows(
-        live, {it["item_id"]: it for it in items}
+    qa_rows = [
+        _qa_row(spec, row, snapshot, quad_revs) for spec, row in live if spec.category != "timeline"
+    ]
+    timeline_rows = _qa_chain_rows(workdir, items, revisions) + _fact_chain_rows(
+        live, {it["item_id"]: it for it in items}, quad_revs
     )
     edges: list[dict] = []
     for snap in ledger_snapshots(workdir):
@@ -302,8 +324,8 @@ def temporal_tables(
             break
         before = previous_snapshot(workdir, snap)
         if before is not None:
-            edges += _sentence_edges(workdir, before, snap)
-    edges += _fact_edges(facts)
+            edges += _sentence_edges(workdir, before, snap, revisions)
+    edges += _fact_edges(facts, quad_revs)
     edges.sort(key=lambda e: (e["observed_at"], e["type"], e["relation_id"]))
     return {
         "temporal_qa": pa.Table.from_pylist(qa_rows, schema=TEMPORAL_QA_SCHEMA),

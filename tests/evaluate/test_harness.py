@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.config import EvaluateConfig
 from pipeline.evaluate import metrics
-from pipeline.evaluate.harness import evaluate_release
+from pipeline.evaluate.harness import ItemFilter, evaluate_release
+from pipeline.evaluate.report import default_out, scored_model
 from pipeline.layout import read_release_table, release_dir
 from pipeline.models.llm.base import LLMRequest
 from pipeline.models.llm.scripted import ScriptedBackend
@@ -93,8 +94,10 @@ def test_evaluate_end_to_end(workdir: Path, capsys) -> None:
         out = capsys.readouterr().out
         assert "skipped temporal_qa: release 2025-01-01 has no temporal_qa.parquet" in out
         assert "QA F1 unchanged" in out
-        run = workdir / "evaluations" / RELEASE / "openai-gpt-4o-2024-08-06__bm25"
+        # a server that lists no models is named by its URL, not the configured OpenAI model
+        run = default_out(workdir, RELEASE, server.url.rstrip("/"), "bm25")
         results = json.loads((run / "results.json").read_text())
+        assert results["model"] == server.url.rstrip("/") and results["filter"] is None
         # identical requests (the scripted generic turns) are sent once
         assert len(server.chat_requests) == results["model_calls"] == _distinct(server) > n / 2
         m = results["metrics"]
@@ -186,7 +189,7 @@ def test_resume_after_an_interruption_repeats_no_call(workdir: Path) -> None:
         first = len(server.chat_requests)
         assert first == 8
         assert _evaluate(workdir, server.url, "--kinds", "qa,dialogue") == 0
-        run = workdir / "evaluations" / RELEASE / "openai-gpt-4o-2024-08-06__none"
+        run = default_out(workdir, RELEASE, server.url.rstrip("/"), "none")
         results = json.loads((run / "results.json").read_text())
         # the second run sent only what the first had not: no request twice
         assert len(server.chat_requests) == first + results["model_calls"] == _distinct(server)
@@ -328,3 +331,93 @@ def test_the_release_temporal_tables_score_full_marks_for_an_oracle(workdir: Pat
     for p in run.predictions:
         if p["kind"] == "timelines" and p["item_id"] in known:
             assert p["correct"] and p["as_of"] == known[p["item_id"]], p
+
+
+def test_created_after_and_types_score_exactly_the_filtered_items(workdir: Path) -> None:
+    """On a 3-release workdir: --created-after scores the items made after the date, and no
+    other; --types the items of those types; results and leaderboard record the filter."""
+    qa = read_release_table(workdir, RELEASE, "qa").to_pylist()
+    dialogue = read_release_table(workdir, RELEASE, "dialogue").to_pylist()
+    turns = [t for t in dialogue if t["evaluate"]]
+    cutoff = STAGE_DATES[0]
+    newer_qa = {r["item_id"] for r in qa if r["created_snapshot"] > cutoff}
+    newer_turns = {t["turn_id"] for t in turns if t["created_snapshot"] > cutoff}
+    assert newer_qa and newer_qa != {r["item_id"] for r in qa}  # the filter leaves some out
+    kinds = ("--kinds", "qa,dialogue")
+    with OpenAIServer(Oracle(workdir)) as server:
+        assert _evaluate(workdir, server.url, "--created-after", cutoff, *kinds) == 0
+        model = server.url.rstrip("/")
+        item_filter = {"created_after": cutoff, "types": None}
+        run = default_out(workdir, RELEASE, model, "none", item_filter)
+        assert run.name.endswith(f"__none__after-{cutoff}")
+        results = json.loads((run / "results.json").read_text())
+        assert results["filter"] == item_filter
+        scored = [json.loads(x) for x in (run / "predictions.jsonl").read_text().splitlines()]
+        assert {p["item_id"] for p in scored if p["kind"] == "qa"} == newer_qa
+        assert {p["item_id"] for p in scored if p["kind"] == "dialogue"} == newer_turns
+        # the oracle answers every unchanged and new question right
+        assert results["metrics"]["qa"]["new"]["f1"] == 100.0
+        assert f"- items: after {cutoff}" in (run / "results.md").read_text()
+
+        assert _evaluate(workdir, server.url, "--types", "changed", "--kinds", "qa,timelines") == 0
+        run = default_out(workdir, RELEASE, model, "none", {"types": ["changed"]})
+        results = json.loads((run / "results.json").read_text())
+        changed = {r["item_id"] for r in qa if r["type"] == "changed"}
+        scored = [json.loads(x) for x in (run / "predictions.jsonl").read_text().splitlines()]
+        assert changed and {p["item_id"] for p in scored} == changed
+        assert results["skipped"] == {"timelines": "timeline intervals have no item type (--types)"}
+    board = (workdir / "evaluations" / "leaderboard.md").read_text()
+    assert f"| after {cutoff} |" in board and "| changed |" in board
+    assert len((workdir / "evaluations" / "leaderboard.jsonl").read_text().splitlines()) == 2
+
+
+def test_item_filter_on_the_harness_and_bad_types(workdir: Path, capsys) -> None:
+    respond = ScriptedBackend(lambda request: '{"answer": "x"}')
+    after_all = evaluate_release(
+        workdir,
+        RELEASE,
+        backend=respond,
+        kinds=["qa", "temporal_qa", "timelines"],
+        item_filter=ItemFilter(created_after=RELEASE),
+    )
+    assert after_all.predictions == [] and after_all.filter == {
+        "created_after": RELEASE,
+        "types": None,
+    }
+    assert ItemFilter(types=("new", "changed", "unchanged")).record() is None
+    assert _evaluate(workdir, "local", "--types", "new,fresh") == 2
+    assert "--types ['fresh']: allowed: unchanged, new, changed" in capsys.readouterr().err
+
+
+def test_a_server_that_does_not_answer_is_recorded_by_its_url(
+    workdir: Path, tmp_path: Path, capsys
+) -> None:
+    """``--model http://127.0.0.1:1/v1`` with nothing listening: every call fails, and the
+    results name the URL, never the configured OpenAI model."""
+    config = tmp_path / "no-retries.toml"
+    config.write_text('profile = "offline"\n[llm]\nmax_retries = 0\n')
+    url = "http://127.0.0.1:1/v1"
+    code = _evaluate(workdir, url, "--kinds", "qa", "--limit", "1", "--config", str(config))
+    assert code == 1  # the failed call counts as wrong, and says so
+    runs = list((workdir / "evaluations" / RELEASE).iterdir())
+    assert [p.name for p in runs] == ["http-127.0.0.1-1-v1__none"]
+    results = json.loads((runs[0] / "results.json").read_text())
+    assert results["model"] == url and results["model_spec"] == url and results["failed"] == 1
+    assert "gpt-4o" not in json.dumps(results["model"])
+
+
+def test_scored_model_names_what_answered() -> None:
+    from pipeline.models.llm.cache import CachedLLM
+    from pipeline.models.llm.openai_backend import OpenAIBackend
+
+    class NoCache:
+        pass
+
+    down = OpenAIBackend("gpt-4o-2024-08-06", base_url="http://user:pw@127.0.0.1:1/v1/")
+    assert scored_model(CachedLLM(down, NoCache())) == "http://127.0.0.1:1/v1"
+    with OpenAIServer(lambda body: "{}") as server:
+        server.models = ["qwen2.5-1.5b"]
+        up = OpenAIBackend("gpt-4o-2024-08-06", base_url=server.url)
+        assert scored_model(CachedLLM(up, NoCache())) == "qwen2.5-1.5b"
+    scripted = ScriptedBackend(lambda request: "{}", model="m", backend_id="scripted")
+    assert scored_model(CachedLLM(scripted, NoCache())) == "scripted:m"

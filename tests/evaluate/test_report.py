@@ -43,7 +43,7 @@ def test_leaderboard_replaces_a_rerun_and_plots_across_releases(tmp_path: Path) 
     assert [json.loads(x)["release"] for x in lines] == ["2024-06-01", "2025-01-01"]
     assert json.loads(lines[0])["metrics"]["qa"]["all"]["f1"] == 45.0
     md = (tmp_path / "evaluations" / "leaderboard.md").read_text()
-    assert "| 2024-06-01 | openai:m | bm25 (k=3) | 45.0 | 45.0 | 45.0 | 45.0 | – |" in md
+    assert "| 2024-06-01 | openai:m | bm25 (k=3) | all | 45.0 | 45.0 | 45.0 | 45.0 | – |" in md
     plot = report.write_release_plot(tmp_path, runs, "openai:m", "bm25")
     assert plot == tmp_path / "evaluations" / "plots" / "openai-m__bm25.png"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -56,3 +56,27 @@ def test_results_markdown_and_default_folder(tmp_path: Path) -> None:
     assert "retrieval: 0.12 ms/query" in text
     out = report.default_out(tmp_path, "2025-01-01", "llamacpp:Qwen2.5 1.5B", "bm25")
     assert out == tmp_path / "evaluations" / "2025-01-01" / "llamacpp-Qwen2.5-1.5B__bm25"
+
+
+def test_a_filtered_run_has_its_own_line_folder_and_label(tmp_path: Path) -> None:
+    everything = _record("2025-01-01", "bm25", 40.0)
+    newer = _record("2025-01-01", "bm25", 60.0) | {
+        "filter": {"created_after": "2024-06-01", "types": ["new", "changed"]}
+    }
+    report.update_leaderboard(tmp_path, everything)
+    runs = report.update_leaderboard(tmp_path, newer)
+    assert len(runs) == 2  # the filter is part of a run's key: neither replaces the other
+    md = (tmp_path / "evaluations" / "leaderboard.md").read_text()
+    assert "| bm25 (k=3) | all | 40.0 |" in md
+    assert "| bm25 (k=3) | after 2024-06-01; new,changed | 60.0 |" in md
+    text = report.results_markdown(newer)
+    assert "- items: after 2024-06-01; new,changed" in text
+    out = report.default_out(tmp_path, "2025-01-01", "openai:m", "bm25", newer["filter"])
+    assert out.name == "openai-m__bm25__after-2024-06-01__types-new-changed"
+    assert report.default_out(tmp_path, "2025-01-01", "openai:m", "bm25", None).name == (
+        "openai-m__bm25"
+    )
+    # the across-releases plot only draws runs on every item
+    older = _record("2024-06-01", "bm25", 10.0) | {"filter": newer["filter"]}
+    runs = report.update_leaderboard(tmp_path, older)
+    assert report.write_release_plot(tmp_path, runs, "openai:m", "bm25") is None

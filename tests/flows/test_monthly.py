@@ -310,3 +310,45 @@ def test_initial_and_backfill_flows(llm_server, tmp_path: Path) -> None:
     assert march.counts["qa"]["new"] == march.counts["qa"]["changed"] == 0
     assert march.counts["qa"]["unchanged"] == march.counts["qa"]["total"] > 0
     assert months["2024-03-01"]["label"]["counts"]["changed"] == 0
+
+
+def test_the_local_llm_starts_after_the_snapshot_and_never_for_a_failed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wikidrift run``'s starter (flows.monthly.start_llm_before_first_use) runs once, after
+    the first snapshot and before the first stage that may ask the LLM; a snapshot that fails
+    (offline, a bad source) stops the run before any model is loaded."""
+    import logging
+
+    import flows.monthly as monthly
+    from pipeline.config import load_config
+    from pipeline.errors import WikidriftError
+
+    calls: list[str] = []
+    monkeypatch.setattr(monthly, "get_run_logger", lambda: logging.getLogger("test"))
+    monkeypatch.setattr(monthly, "_snapshot_stage", lambda *a: calls.append("snapshot") or {})
+    for name in ("_label_stage", "_generate_stage", "ledger_task", "temporal_task"):
+        monkeypatch.setattr(monthly, name, lambda *a, name=name: calls.append(name) or {})
+    monkeypatch.setattr(monthly, "release_task", lambda *a: calls.append("release") or {})
+    cfg = load_config(profile="offline").model_copy(update={"workdir": str(tmp_path)})
+    config = cfg.model_dump(mode="json")
+    monthly.start_llm_before_first_use(lambda: calls.append("llm"))
+    try:
+        monthly._release_for(config, "2024-01-01", None)
+        monthly._release_for(config, "2024-06-01", "2024-01-01")
+    finally:
+        monthly.start_llm_before_first_use(None)
+    assert calls[:3] == ["snapshot", "llm", "_generate_stage"] and calls.count("llm") == 1
+
+    def offline(*args: object) -> None:
+        raise WikidriftError("cannot reach the source")
+
+    calls.clear()
+    monkeypatch.setattr(monthly, "_snapshot_stage", offline)
+    monthly.start_llm_before_first_use(lambda: calls.append("llm"))
+    try:
+        with pytest.raises(WikidriftError):
+            monthly._release_for(config, "2025-01-01", "2024-06-01")
+    finally:
+        monthly.start_llm_before_first_use(None)
+    assert calls == []

@@ -298,6 +298,8 @@ class OpenAIBackend:
         self._api_key = api_key
         self.trust_base_url = trust_base_url
         self._identity: EndpointIdentity | None = None
+        # The model ids the server listed when asked (None: not asked, or it did not answer).
+        self.served_models: list[str] | None = None
         self.max_concurrency = max_concurrency
         self.requests_per_minute = requests_per_minute
         self.max_retries = max_retries
@@ -359,6 +361,7 @@ class OpenAIBackend:
                     ]
                 finally:
                     client.close()
+                self.served_models = ids
                 if self.model not in ids and len(ids) == 1:
                     served = str(ids[0])
             except ConfigError:
