@@ -4,6 +4,7 @@ and from a dump over HTTP, clear errors, dry-run cost estimates, and the schedul
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -165,3 +166,26 @@ def test_serve_starts_a_scheduled_deployment(tmp_path: Path) -> None:
         proc.wait(30)
     assert "serving deployment wikidrift-monthly (cron '0 6 21 * *')" in seen
     assert "Your flow 'wikidrift-monthly' is being served" in seen, seen[-2000:]
+
+
+_LATE_SIGNAL = """
+import os, signal, sys, time
+from wikidrift import cli
+signal.signal(signal.SIGTERM, cli._on_late_signal)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(30)
+"""
+
+
+def test_a_signal_while_the_command_finishes_exits_at_once_with_143() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_SIGNAL], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 143
+    assert "SIGTERM while finishing; finished work is kept" in done.stderr
+
+
+def test_main_called_with_argv_gives_the_signal_handlers_back(tmp_path: Path) -> None:
+    before = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT))
+    assert main(["release", "diff", "2024-01-01", "2024-06-01", "--workdir", str(tmp_path)]) == 2
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

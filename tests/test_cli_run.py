@@ -6,6 +6,7 @@ seconds with a resumable state, LLM requests in flight or not."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from pipeline.processes import live_processes
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER_MODULE = "pipeline.models.llm.llamacpp_server"
@@ -55,32 +58,14 @@ def wikidrift(*args: str) -> list[str]:
     return [sys.executable, "-m", "wikidrift.cli", *args]
 
 
-def _running(module: str, marker: str, in_environ: bool = False) -> list[int]:
-    """Live processes running ``module`` whose argv (or, ``in_environ``, environment) holds
-    ``marker``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().decode(errors="replace")
-            where = (proc / "environ").read_bytes().decode(errors="replace") if in_environ else argv
-            state = (proc / "stat").read_text().split()[2]
-        except OSError:
-            continue
-        if module in argv and marker in where and state != "Z":
-            found.append(int(proc.name))
-    return found
-
-
 def servers_of(workdir: Path) -> list[int]:
     """Running llama.cpp server processes started for ``workdir`` (its log path is in argv)."""
-    return _running(SERVER_MODULE, str(workdir))
+    return live_processes(SERVER_MODULE, str(workdir))
 
 
 def prefect_servers_of(tmp_path: Path) -> list[int]:
     """Running Prefect API servers whose PREFECT_HOME lies under ``tmp_path``."""
-    return _running("prefect.server.api.server", str(tmp_path), in_environ=True)
+    return live_processes("prefect.server.api.server", str(tmp_path), in_environ=True)
 
 
 def start_until(command: list[str], tmp_path: Path, ready: str) -> subprocess.Popen[str]:
@@ -106,6 +91,29 @@ def requests_in_flight(workdir: Path, timeout_s: float = 120) -> None:
             return
         time.sleep(0.2)
     raise AssertionError("no LLM request was being answered")
+
+
+def release_digests(workdir: Path) -> dict[str, str]:
+    """sha256 of every file of every release in ``workdir``."""
+    releases = workdir / "releases"
+    return {
+        str(path.relative_to(releases)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(releases.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The release files of the one-date run, left alone to the end."""
+    tmp_path = tmp_path_factory.mktemp("uninterrupted")
+    config = write_config(tmp_path, ["2024-01-01"])
+    command = wikidrift("run", "--config", str(config), "--workdir", str(tmp_path / "work"))
+    done = subprocess.run(
+        command, env=env(tmp_path), capture_output=True, text=True, timeout=900, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return release_digests(tmp_path / "work")
 
 
 def test_run_builds_verified_releases_and_keeps_the_console_clean(tmp_path: Path) -> None:
@@ -146,8 +154,11 @@ def test_run_builds_verified_releases_and_keeps_the_console_clean(tmp_path: Path
     assert servers_of(workdir) == []
 
 
-def test_sigterm_stops_the_run_quickly_and_the_rerun_resumes(tmp_path: Path) -> None:
-    """What a scheduler does: SIGTERM while LLM requests are being answered."""
+def test_sigterm_stops_the_run_quickly_and_the_rerun_resumes(
+    tmp_path: Path, uninterrupted: dict[str, str]
+) -> None:
+    """What a scheduler does: SIGTERM while LLM requests are being answered; the rerun ends
+    with the very release bytes of a run nobody stopped."""
     workdir = tmp_path / "work"
     config = write_config(tmp_path, ["2024-01-01"])
     command = wikidrift("run", "--config", str(config), "--workdir", str(workdir))
@@ -167,9 +178,12 @@ def test_sigterm_stops_the_run_quickly_and_the_rerun_resumes(tmp_path: Path) -> 
     again = subprocess.run(command, env=env(tmp_path), capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "wikidrift-2024-01-01" in again.stdout
+    assert release_digests(workdir) == uninterrupted
 
 
-def test_sigkill_leaves_no_process_behind_and_the_rerun_resumes(tmp_path: Path) -> None:
+def test_sigkill_leaves_no_process_behind_and_the_rerun_resumes(
+    tmp_path: Path, uninterrupted: dict[str, str]
+) -> None:
     workdir = tmp_path / "work"
     config = write_config(tmp_path, ["2024-01-01"])
     command = wikidrift("run", "--config", str(config), "--workdir", str(workdir))
@@ -185,3 +199,4 @@ def test_sigkill_leaves_no_process_behind_and_the_rerun_resumes(tmp_path: Path) 
     again = subprocess.run(command, env=env(tmp_path), capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "wikidrift-2024-01-01" in again.stdout
+    assert release_digests(workdir) == uninterrupted

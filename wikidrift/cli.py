@@ -13,6 +13,7 @@ are the public contract the README documents) and the one-line error handling th
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import errno
 import logging
@@ -872,17 +873,50 @@ def _stop_servers(at_once: bool = False) -> None:
         stop_shared_servers()
 
 
-def _stop(code: int, message: str) -> int:
-    """Say why we stop, stop the servers, and do not wait for busy worker threads: what they
-    finished is saved, what they did not is redone by the next identical command."""
+_STOPPED = "finished work is kept, re-run the same command to resume"
+
+
+def _stop(code: int, message: str, exit_now: bool) -> int:
+    """Say why we stop, kill the servers, and (``exit_now``, or worker threads still busy)
+    exit at once: what the workers finished is saved, what they did not is redone by the next
+    identical command, and Prefect's exit handlers would only wait on the killed server."""
     print(f"wikidrift: {message}", file=sys.stderr)
     _stop_servers(at_once=True)
     busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if busy and threading.current_thread() is threading.main_thread():
+    if (exit_now or busy) and threading.current_thread() is threading.main_thread():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _on_late_signal(signum: int, frame: object) -> None:
+    """A signal after the command's work, while it stops its servers or Prefect sends its
+    last logs: nothing is left to keep, so exit at once (143 / 130) rather than wait."""
+    # No lock is taken here (the interrupted frame may hold the server registry's): the
+    # servers die with this process (parent-death signal).
+    print(f"wikidrift: {signal.Signals(signum).name} while finishing; {_STOPPED}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130 if signum == signal.SIGINT else 143)
+
+
+class _ProcessExit:
+    """The console script's last exit handler (registered before any other, so it runs after
+    them all): exit with the command's code without Python's teardown, which puts the default
+    signal handlers back while it unloads modules, so that a SIGTERM then would kill the
+    process (-15) instead of exiting 143."""
+
+    code = 1  # until main() returns one (an exception escaped it: 1, like Python)
+
+    def __call__(self) -> None:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(self.code)
+
+
+_process_exit = _ProcessExit()
 
 
 _RESUME = "run the same command again to resume (finished work is kept)"
@@ -969,7 +1003,26 @@ _MAIN_THREAD_COMMANDS: frozenset[Callable[[argparse.Namespace], int]] = frozense
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``wikidrift`` console script."""
+    """Entry point of the ``wikidrift`` console script (``argv``: the command line without the
+    program name; None: ``sys.argv``)."""
+    owns_process = argv is None and threading.current_thread() is threading.main_thread()
+    if owns_process:
+        atexit.register(_process_exit)
+    try:
+        _process_exit.code = _main(argv)
+    except SystemExit as exc:  # a library's sys.exit: keep its code
+        _process_exit.code = exc.code if isinstance(exc.code, int) else 1
+        raise
+    except (Terminated, KeyboardInterrupt) as exc:  # came as the command was finishing
+        code = 143 if isinstance(exc, Terminated) else 130
+        name = "SIGTERM" if code == 143 else "SIGINT"
+        _process_exit.code = _stop(code, f"{name} while finishing; {_STOPPED}", owns_process)
+    return _process_exit.code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """Parse, run the command (in a worker thread unless it serves), turn each kind of error
+    into one line and an exit code, and handle SIGTERM / Ctrl-C."""
     # Library progress bars (model loading) would tear the CLI's own bars apart.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = build_parser()
@@ -984,6 +1037,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread else None
+    # The console script (no argv given) owns the process until it exits; a caller that
+    # passes argv (a test, a notebook) gets its signal handlers back and is never exited.
+    owns_process = argv is None and in_main_thread
     try:
         if in_main_thread and func not in _MAIN_THREAD_COMMANDS:
             return _in_worker_thread(func, args)
@@ -1003,12 +1059,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback with -v
         return _internal_error(exc, args)
     except KeyboardInterrupt:
-        return _stop(130, "interrupted; finished work is kept, re-run the same command to resume")
+        return _stop(130, f"interrupted; {_STOPPED}", owns_process)
     except Terminated:
-        return _stop(143, "terminated; finished work is kept, re-run the same command to resume")
+        return _stop(143, f"terminated; {_STOPPED}", owns_process)
     finally:
+        if in_main_thread:
+            previous_int = signal.signal(signal.SIGINT, _on_late_signal)
+            signal.signal(signal.SIGTERM, _on_late_signal)
         _stop_servers()
-        if previous is not None:
+        if in_main_thread and not owns_process:
+            signal.signal(signal.SIGINT, previous_int)
             signal.signal(signal.SIGTERM, previous)
 
 
