@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 from pathlib import Path
 
@@ -37,3 +38,40 @@ def live_processes(module: str, marker: str, in_environ: bool = False) -> list[i
         if module in argv and marker in where and state != "Z":
             found.append(int(proc.name))
     return found
+
+
+def _parent_of(stat: str) -> int:
+    # /proc/PID/stat: "pid (comm) state ppid ...", where comm may hold spaces and brackets.
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Pids of every live descendant of ``pid`` (default: this process), parents before their
+    children. Linux only (reads /proc); elsewhere an empty list."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    proc_root = Path("/proc")
+    for proc in proc_root.iterdir() if proc_root.is_dir() else []:
+        if not proc.name.isdigit():
+            continue
+        try:
+            children.setdefault(_parent_of((proc / "stat").read_text()), []).append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    found: list[int] = []
+    queue = list(children.get(root, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def kill_descendants() -> None:
+    """SIGKILL every descendant of this process, parents first (so none starts another): the
+    last step of a stop on a signal, for helpers that do not watch their parent (a Dask
+    cluster's nannies and workers, a multiprocessing resource tracker). Takes no lock: safe in
+    a signal handler."""
+    for pid in descendants():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)

@@ -189,3 +189,48 @@ def test_main_called_with_argv_gives_the_signal_handlers_back(tmp_path: Path) ->
     before = (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT))
     assert main(["release", "diff", "2024-01-01", "2024-06-01", "--workdir", str(tmp_path)]) == 2
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_sigterm_during_labeling_exits_143_at_once_and_the_rerun_writes_the_same_labels(
+    stage_workdir: Path, tmp_path: Path
+) -> None:
+    """The label stage stopped while its models load and run: exit 143 within seconds, and the
+    same command then writes the labels an uninterrupted command writes."""
+    old, new = STAGE_DATES[0], STAGE_DATES[1]
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "PREFECT_HOME": str(tmp_path / "prefect")}
+
+    def label(workdir: Path) -> list[str]:
+        command = ["label", "--old", old, "--new", new, "--workdir", str(workdir)]
+        return [sys.executable, "-m", "wikidrift.cli", *command, "--profile", "offline"]
+
+    def labels(workdir: Path) -> bytes:
+        return (workdir / "labels" / f"{old}__{new}" / "sentence_labels.parquet").read_bytes()
+
+    whole = copy_workdir(stage_workdir, tmp_path / "whole")
+    assert subprocess.run(label(whole), env=env, capture_output=True, timeout=600).returncode == 0
+
+    stopped = copy_workdir(stage_workdir, tmp_path / "stopped")
+    proc = subprocess.Popen(label(stopped), env=env, stderr=subprocess.PIPE, text=True)
+    _wait_for_torch(proc.pid)  # the command is loading its models: the stage has begun
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=60)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    assert code == 143 and time.monotonic() - sent < 10, err
+    assert "terminated; finished work is kept" in err
+    assert not (stopped / "labels" / f"{old}__{new}" / "sentence_labels.parquet").exists()
+
+    again = subprocess.run(label(stopped), env=env, capture_output=True, timeout=600)
+    assert again.returncode == 0
+    assert labels(stopped) == labels(whole)
+
+
+def _wait_for_torch(pid: int, timeout_s: float = 120) -> None:
+    """Wait until process ``pid`` has loaded torch's library (the labeler's models load)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if "libtorch_cpu" in Path(f"/proc/{pid}/maps").read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError("torch never loaded")

@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 from pipeline.config import Config, load_config
 from pipeline.errors import WikidriftError
 from pipeline.layout import cache_dir, check_workdir, claim_workdir, evaluations_dir, logs_dir
+from pipeline.processes import kill_descendants
 from pipeline.redact import strip_credentials
 from pipeline.sources import SOURCE_KINDS, SOURCE_NAMES
 
@@ -886,6 +887,7 @@ def _stop(code: int, message: str, exit_now: bool) -> int:
     if (exit_now or busy) and threading.current_thread() is threading.main_thread():
         sys.stdout.flush()
         sys.stderr.flush()
+        kill_descendants()
         os._exit(code)
     return code
 
@@ -893,11 +895,12 @@ def _stop(code: int, message: str, exit_now: bool) -> int:
 def _on_late_signal(signum: int, frame: object) -> None:
     """A signal after the command's work, while it stops its servers or Prefect sends its
     last logs: nothing is left to keep, so exit at once (143 / 130) rather than wait."""
-    # No lock is taken here (the interrupted frame may hold the server registry's): the
-    # servers die with this process (parent-death signal).
+    # No lock is taken here (the interrupted frame may hold the server registry's): every
+    # child process is killed by pid.
     print(f"wikidrift: {signal.Signals(signum).name} while finishing; {_STOPPED}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
+    kill_descendants()
     os._exit(130 if signum == signal.SIGINT else 143)
 
 
