@@ -221,16 +221,13 @@ def _warm_embedding_cache(reference: dict, workdir: Path) -> None:
     assert embedder.texts_embedded == len(half)
 
 
-@pytest.mark.parametrize(
-    "variant", ["dask-2-workers", "dask-1-worker", "shards-of-1", "warm-embedding-cache"]
-)
+@pytest.mark.parametrize("variant", ["dask-2-workers", "shards-of-1", "warm-embedding-cache"])
 def test_releases_are_byte_identical_whatever_the_runner_shards_or_cache(
     variant: str, reference: dict, llm_server, tmp_path: Path
 ) -> None:
     workdir = tmp_path / "w"
     sections: dict[str, dict] = {
         "dask-2-workers": {"flow": {"task_runner": "dask", "dask_workers": 2}},
-        "dask-1-worker": {"flow": {"task_runner": "dask", "dask_workers": 1}},
         "shards-of-1": {"snapshot": {"shard_size": 1}},
         "warm-embedding-cache": {},
     }[variant]
