@@ -3,6 +3,7 @@ and from a dump over HTTP, clear errors, dry-run cost estimates, and the schedul
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.layout import read_snapshot_summary, read_snapshot_table
+from pipeline.processes import live_processes
 from tests.conftest import REPO_ROOT, STAGE_DATES, WIKISNAP, copy_workdir
 from wikidrift.cli import main
 
@@ -161,8 +163,15 @@ def test_serve_starts_a_scheduled_deployment(tmp_path: Path) -> None:
             if not line:
                 break
             seen += line
+        if "is being served" in seen:  # a scheduler stops the service: 143 within seconds
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(30)
+            assert code == 143 and time.monotonic() - sent < 10, proc.stdout.read()[-2000:]
+            assert live_processes("prefect.server.api.server", str(tmp_path), in_environ=True) == []
     finally:
-        os.killpg(proc.pid, 9)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
         proc.wait(30)
     assert "serving deployment wikidrift-monthly (cron '0 6 21 * *')" in seen
     assert "Your flow 'wikidrift-monthly' is being served" in seen, seen[-2000:]
