@@ -243,3 +243,55 @@ def _wait_for_torch(pid: int, timeout_s: float = 120) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("torch never loaded")
+
+
+@pytest.mark.parametrize("command", ["generate", "evaluate"])
+def test_sigterm_with_llm_requests_in_flight_exits_143_at_once(
+    command: str, stage_workdir: Path, released_workdir: Path, tmp_path: Path
+) -> None:
+    """`wikidrift generate` / `evaluate` stopped while their LLM requests hang on the server:
+    exit 143 within 10 s, without waiting for the answers."""
+    from tests.servers.openai_server import OpenAIServer
+
+    env = os.environ | {
+        "HF_HUB_OFFLINE": "1",
+        "OPENAI_API_KEY": "sk-test",
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
+    with OpenAIServer() as server:
+        server.hold_after = 0  # every chat request waits, unanswered, until the server stops
+        config = tmp_path / "c.toml"
+        config.write_text(f'[llm]\nbackend = "openai"\nbase_url = "{server.url}"\n')
+        if command == "generate":
+            workdir = copy_workdir(stage_workdir, tmp_path / "w")
+            args = [
+                "generate",
+                "--snapshot",
+                STAGE_DATES[0],
+                "--config",
+                str(config),
+                "--profile",
+                "offline",
+            ]
+        else:
+            workdir = copy_workdir(released_workdir, tmp_path / "w")
+            args = ["evaluate", "--release", STAGE_DATES[0], "--model", server.url]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wikidrift.cli", *args, "--workdir", str(workdir)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not server.chat_requests and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        assert server.chat_requests, "no LLM request was sent"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        took = time.monotonic() - sent
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+        assert code == 143 and took < 10, err[-2000:]
+        assert "terminated; finished work is kept" in err
