@@ -245,12 +245,15 @@ def _wait_for_torch(pid: int, timeout_s: float = 120) -> None:
     raise AssertionError("torch never loaded")
 
 
-@pytest.mark.parametrize("command", ["generate", "evaluate"])
-def test_sigterm_with_llm_requests_in_flight_exits_143_at_once(
-    command: str, stage_workdir: Path, released_workdir: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("command", "sig"),
+    [("generate", signal.SIGTERM), ("evaluate", signal.SIGTERM), ("evaluate", signal.SIGINT)],
+)
+def test_a_stop_with_llm_requests_in_flight_exits_at_once(
+    command: str, sig: signal.Signals, stage_workdir: Path, released_workdir: Path, tmp_path: Path
 ) -> None:
     """`wikidrift generate` / `evaluate` stopped while their LLM requests hang on the server:
-    exit 143 within 10 s, without waiting for the answers."""
+    exit 143 (SIGTERM) or 130 (Ctrl-C) within 10 s, without waiting for the answers."""
     from tests.servers.openai_server import OpenAIServer
 
     env = os.environ | {
@@ -288,10 +291,11 @@ def test_sigterm_with_llm_requests_in_flight_exits_143_at_once(
             time.sleep(0.05)
         assert server.chat_requests, "no LLM request was sent"
         sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         code = proc.wait(timeout=30)
         took = time.monotonic() - sent
         assert proc.stderr is not None
         err = proc.stderr.read()
-        assert code == 143 and took < 10, err[-2000:]
-        assert "terminated; finished work is kept" in err
+        assert code == (143 if sig == signal.SIGTERM else 130) and took < 10, err[-2000:]
+        said = "terminated" if sig == signal.SIGTERM else "interrupted"
+        assert f"{said}; finished work is kept" in err
