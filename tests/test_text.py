@@ -1,6 +1,6 @@
 """Tests of pipeline.text: wikitext -> paragraphs, sentences, hashes.
 
-The real-data tests read the 180 wikisnap revisions in place (../shared/wikisnap) and
+The real-data tests read the 180 wikisnap revisions in place (tests/data/wikisnap) and
 parse each one once per module.
 """
 

@@ -1,5 +1,5 @@
 """Dump source: remote multistream reads over real HTTP (local server, real wikisnap text) and
-local dump / Special:Export files (the real fixtures in ../shared/wikisnap/fixtures)."""
+local dump / Special:Export files (the real fixtures in tests/data/wikisnap/fixtures)."""
 
 from __future__ import annotations
 
