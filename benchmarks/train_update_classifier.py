@@ -48,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pipeline.align import PageSentences, SentenceLabeler  # noqa: E402
+from pipeline.dates import MONTH_NAMES  # noqa: E402
 from pipeline.schemas import CHANGED, UNLABELED  # noqa: E402
 from pipeline.text import sentence_hash  # noqa: E402
 from pipeline.update_classifier import (  # noqa: E402
@@ -74,23 +75,9 @@ FEATURES_FILE = REPO / "benchmarks" / "data" / "update_classifier_features.npz"
 
 
 # --------------------------------------------------------------------------- synthetic pairs
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 _YEAR = re.compile(r"(?<![\d,.])(19[5-9]\d|20[0-2]\d)(?![\d,])")
 _NUMBER = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?![\w,]|\.\d)")
-_MONTH = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b")
+_MONTH = re.compile(r"\b(" + "|".join(MONTH_NAMES) + r")\b")
 _BARE_YEAR = re.compile(r"\b(in|since|by|until|from) (19[5-9]\d|20[0-2]\d)\b")
 _OPENING = re.compile(r"^(In|On|During|After|Before|Since|By|Following) ([^,]{3,40}), (.+)\.$")
 _MIDDLE_CLAUSE = re.compile(r", ([^,]{8,80}),")
@@ -145,7 +132,7 @@ def _replace_month(text: str, rng: random.Random) -> str | None:
     if not found:
         return None
     m = rng.choice(found)
-    other = rng.choice([x for x in _MONTHS if x != m[1]])
+    other = rng.choice([x for x in MONTH_NAMES if x != m[1]])
     return f"{text[: m.start()]}{other}{text[m.end() :]}"
 
 
@@ -173,7 +160,7 @@ def _add_month(text: str, rng: random.Random) -> str | None:
     m = _BARE_YEAR.search(text)
     if not m:
         return None
-    return f"{text[: m.start(2)]}{rng.choice(_MONTHS)} {m[2]}{text[m.end(2) :]}"
+    return f"{text[: m.start(2)]}{rng.choice(MONTH_NAMES)} {m[2]}{text[m.end(2) :]}"
 
 
 def _join_detail(text: str, others: Sequence[str], rng: random.Random) -> str | None:

@@ -885,11 +885,16 @@ def _stop(code: int, message: str, exit_now: bool) -> int:
     _stop_servers(at_once=True)
     busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if (exit_now or busy) and threading.current_thread() is threading.main_thread():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        kill_descendants()
-        os._exit(code)
+        _exit_at_once(code)
     return code
+
+
+def _exit_at_once(code: int) -> NoReturn:
+    """Flush the console, kill every child process and exit without exit handlers."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kill_descendants()
+    os._exit(code)
 
 
 def _on_late_signal(signum: int, frame: object) -> None:
@@ -898,10 +903,7 @@ def _on_late_signal(signum: int, frame: object) -> None:
     # No lock is taken here (the interrupted frame may hold the server registry's): every
     # child process is killed by pid.
     print(f"wikidrift: {signal.Signals(signum).name} while finishing; {_STOPPED}", file=sys.stderr)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    kill_descendants()
-    os._exit(130 if signum == signal.SIGINT else 143)
+    _exit_at_once(130 if signum == signal.SIGINT else 143)
 
 
 class _ProcessExit:
