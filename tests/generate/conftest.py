@@ -16,7 +16,8 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.labeling import label_snapshots, make_labeler
-from pipeline.models.embedder import Embedder, load_embedder
+from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
+from pipeline.models.vector_cache import VectorCache
 from pipeline.snapshot import build_snapshot
 from pipeline.sources import ArticleSelection
 from pipeline.sources.local import RevisionsDirSource
@@ -71,6 +72,9 @@ def gen_workdir(gen_source_workdir: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def minilm() -> Embedder:
-    """The real offline embedder (loaded once)."""
-    return load_embedder("packaged:all-MiniLM-L6-v2")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    """The real offline embedder (loaded once) behind a session cache: a text is embedded
+    once for all tests, and its vector does not depend on the company it is embedded in
+    (tests/models/test_batching.py), so cached vectors are the model's."""
+    cache = VectorCache(tmp_path_factory.mktemp("minilm") / "embeddings.sqlite")
+    return CachedEmbedder(load_embedder("packaged:all-MiniLM-L6-v2"), cache)
