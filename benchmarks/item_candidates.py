@@ -220,6 +220,7 @@ def _generate(
         raw_by_task = {
             (t.article.page_id, tuple(t.offered)): backend.answers.get(request_key(t.request))
             for t in tasks[gen.table]
+            if t.request is not None  # parsed quadruples: no model output
         }
         for kind, item, offered, verdict in validator.scored[start:]:
             rec = _record(kind, item, offered, verdict, texts[item.page_id], previous)

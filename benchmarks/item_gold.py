@@ -238,11 +238,20 @@ class Unit:
     not_run: list[str] = field(default_factory=list)  # model checks without a recorded answer
     baseline_kept: bool | None = None  # what the code that generated it decided
     earlier_kept: bool | None = None  # what the checks before issue 32 decide
+    # "parse" (or "parse-1": an earlier version of the rules) for a quadruple read off the
+    # parse and a temporal question built on them, "" for what the LLM wrote
+    source: str = ""
 
     @property
     def kept(self) -> bool:
         """Whether today's code keeps it."""
         return not self.failed
+
+    @property
+    def group(self) -> str:
+        """What the report counts it under: its kind, and "(parse)" for what no model wrote
+        (their figures are not the LLM's)."""
+        return f"{self.kind} ({self.source})" if self.source else self.kind
 
 
 def _qa_units(rec: dict[str, Any], validator: Any, replay: ReplayBackend) -> list[Unit]:
@@ -331,6 +340,8 @@ def score_gold(records: list[dict[str, Any]], validator: Any, replay: ReplayBack
                 unit.baseline_kept = rec.get("outcome") == "kept"
             if unit.earlier_kept is None:
                 unit.earlier_kept = unit.kept
+            made_by = rec.get("generated_by", "")
+            unit.source = made_by if made_by.startswith("parse") else ""
             units.append(unit)
     return units
 
@@ -340,10 +351,11 @@ def _share(n: int, d: int) -> str:
 
 
 def report_gold(units: list[Unit], print_: Any = print) -> dict[str, Any]:
-    """Print per kind: gold counts, each check as a filter, kept correctness and yield."""
+    """Print per kind (quadruples read off the parse apart): gold counts, each check as a
+    filter, kept correctness and yield."""
     figures: dict[str, Any] = {}
-    for kind in dict.fromkeys(u.kind for u in units):
-        mine = [u for u in units if u.kind == kind]
+    for kind in dict.fromkeys(u.group for u in units):
+        mine = [u for u in units if u.group == kind]
         gold = Counter(u.gold for u in mine)
         print_(f"{kind}: units={len(mine)} RIGHT={gold['RIGHT']} WEAK={gold['WEAK']} "
                f"WRONG={gold['WRONG']} articles={len({u.page_id for u in mine})}")  # fmt: skip

@@ -201,6 +201,9 @@ class GenerationConfig(_Section):
     source_context_max_chars: int = Field(2000, ge=0)
     # A sentence rarely states more than a few datable facts; more are usually paraphrases.
     quadruples_per_sentence: int = Field(3, ge=1)
+    # Who writes quadruples: the LLM, or the dependency parse (no model; the offline default:
+    # the packaged 1.5B model's were right 12 times in 84, docs/benchmarks.md).
+    quadruple_source: Literal["llm", "parse"] = "llm"
     # Check each quadruple against its sentence's dependency parse (spaCy): the relation's verb,
     # who does it and what it takes. Off only for generators that write no sentence's words.
     quadruple_grammar_check: bool = True
@@ -358,6 +361,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "evaluate": {"retriever_embedder": "", "query_prefix": "", "passage_prefix": ""},
         # backend "auto" here never means OpenAI's API (see runtime.resolve_llm_kind).
         "llm": {"verify_contradictions": False},
+        "generation": {"quadruple_source": "parse"},
     },
 }
 

@@ -282,7 +282,8 @@ def _load_nlp(model: str | None) -> Any:
 
 
 @lru_cache(maxsize=1)
-def _load_nlp_with_entities() -> Any:
+def nlp_with_entities() -> Any:
+    """The spaCy pipeline :func:`parse` uses (loaded once)."""
     from pipeline.text import load_spacy
 
     nlp, _ = load_spacy(None, keep=("tagger", "parser", "attribute_ruler", "lemmatizer", "ner"))
@@ -292,7 +293,7 @@ def _load_nlp_with_entities() -> Any:
 @lru_cache(maxsize=_MAX_CACHED_DOCS)
 def parse(text: str) -> Any:
     """spaCy's doc of ``text`` with named entities, parse and lemmas (cached by text)."""
-    return _load_nlp_with_entities()(text)
+    return nlp_with_entities()(text)
 
 
 # Words a question or a reply may use without the evidence saying them: what is asked for

@@ -168,9 +168,11 @@ def copy_workdir(src: Path, dst: Path) -> Path:
 
 
 STAGE_DATES = ("2024-01-01", "2024-06-01", "2025-01-01")
-# The scripted LLM's quadruple relations ("related to", "dated event with") are no words of
-# their sentences, so the dependency-parse check, made for real models' output, is off for it.
-SCRIPTED_GENERATION = {"quadruple_grammar_check": False}
+# The scripted LLM writes the quadruples (the offline profile reads them off the parse), so
+# that its fixtures exercise the model's path; its relations ("related to", "dated event
+# with") are no words of their sentences, so the dependency-parse check, made for real
+# models' output, is off for it.
+SCRIPTED_GENERATION = {"quadruple_source": "llm", "quadruple_grammar_check": False}
 
 
 def scripted_config(**generation: object) -> Config:
@@ -188,7 +190,7 @@ def scripted_config_file(directory: Path) -> Path:
     on their workdirs (the same config hash as :func:`scripted_config`)."""
     from pipeline.config import DEFAULT_CONFIG_PATH
 
-    lines = "".join(f"{key} = {str(value).lower()}\n" for key, value in SCRIPTED_GENERATION.items())
+    lines = "".join(f"{key} = {json.dumps(value)}\n" for key, value in SCRIPTED_GENERATION.items())
     path = directory / "scripted.toml"
     text = DEFAULT_CONFIG_PATH.read_text()
     assert "[generation]\n" in text, f"{DEFAULT_CONFIG_PATH} has no [generation] table"

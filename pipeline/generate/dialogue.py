@@ -146,7 +146,9 @@ def run_dialogues(tasks: list[DialogueTask], batch: Batch) -> KindOutput:
 DIALOGUE_GENERATOR = ItemGenerator(
     table="dialogue",
     prompts=("dialogue",),
-    initial_tasks=lambda article, paragraph, cfg: [dialogue_task(article, paragraph, cfg)],
+    initial_tasks=lambda article, paragraphs, cfg: [
+        dialogue_task(article, para, cfg) for para in paragraphs
+    ],
     update_tasks=lambda article, cfg, _previous: [
         dialogue_task(article, para, cfg) for para in dialogue_paragraphs(article, cfg)
     ],

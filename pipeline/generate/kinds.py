@@ -112,20 +112,23 @@ def _no_counts(_table: pa.Table, _parts: list[dict[str, Any]]) -> dict[str, int]
 class ItemGenerator:
     """How one kind of item is generated.
 
-    ``initial_tasks(article, paragraph, cfg)``: the tasks (objects with a ``request``) for a
-    selected paragraph of an article seen for the first time; ``update_tasks(article, cfg,
+    ``initial_tasks(article, paragraphs, cfg)``: the tasks (objects with a ``request``; None
+    for items code writes without a model) for an article seen for the first time, given the
+    paragraphs selected for it; ``update_tasks(article, cfg,
     previous)``: the tasks for an article whose sentences carry labels against ``previous``;
     ``run(tasks, batch)``: ask, parse, check and drop duplicates. ``counts(table, parts)``:
     the run summary's counts beyond the per-type ones (``parts``: the shards' metadata)."""
 
     table: str  # its generated table, as in GENERATED_TABLES, and its config switch
     prompts: tuple[str, ...]  # its templates (their hashes enter the generation digest)
-    initial_tasks: Callable[[Article, Paragraph, GenerationConfig], list[Any]]
+    initial_tasks: Callable[[Article, list[Paragraph], GenerationConfig], list[Any]]
     update_tasks: Callable[[Article, GenerationConfig, str], list[Any]]
     run: Callable[[list[Any], Batch], KindOutput]
     follow_ups: tuple[str, ...] = ()  # follow-up turns appended to its prompts' conversations
     counts: Callable[[pa.Table, list[dict[str, Any]]], dict[str, int]] = _no_counts
     reasons: Mapping[str, str] = field(default_factory=dict)  # reject codes of its own checks
+    # version of the code that writes its items without a model (enters the generation digest)
+    rules: str = ""
 
 
 def _resolve(target: str) -> ItemGenerator:

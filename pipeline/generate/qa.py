@@ -371,8 +371,8 @@ QA_GENERATOR = ItemGenerator(
     table="qa",
     prompts=("qa_initial", "qa_new", "qa_changed", "qa_check"),
     follow_ups=("qa_retry",),
-    initial_tasks=lambda article, paragraph, cfg: [
-        t for t in [initial_qa_task(article, paragraph, cfg)] if t is not None
+    initial_tasks=lambda article, paragraphs, cfg: [
+        t for t in (initial_qa_task(article, para, cfg) for para in paragraphs) if t is not None
     ],
     update_tasks=_update_tasks,
     run=run_qa,

@@ -103,6 +103,7 @@ def _inputs_digest(
         "previous": previous,
         "files": inputs,
         "prompts": prompt_hashes(generation_prompt_names()),
+        "rules": {g.table: g.rules for g in item_generators() if g.rules},
         "config": cfg.model_dump(mode="json"),
         "backend": f"{backend.backend_id}:{backend.model}",
         "embedder": getattr(embedder, "model_id", type(embedder).__name__),
@@ -201,9 +202,8 @@ def _plan(
     tasks: Tasks = {g.table: [] for g in item_generators()}
     selected = select_paragraphs(initial, embedder, cfg) if initial else {}
     for art in initial:
-        for para in selected.get(art.page_id, []):
-            for g in gens:
-                tasks[g.table] += g.initial_tasks(art, para, cfg)
+        for g in gens:
+            tasks[g.table] += g.initial_tasks(art, selected.get(art.page_id, []), cfg)
     for art in updated:
         for g in gens:
             tasks[g.table] += g.update_tasks(art, cfg, previous or "")
@@ -246,9 +246,10 @@ def plan_requests(
     """Every generation request :func:`generate_items` would send (for dry runs: the CLI
     estimates tokens and cost from them without calling any model). The round-trip checks
     come on top, one short request per valid QA answer, and one retry per rejected QA
-    request (``qa_retry``): both unknown before generation."""
+    request (``qa_retry``): both unknown before generation. Items code writes without a
+    model (parsed quadruples) send none."""
     *_, tasks = plan_tasks(Path(workdir), str(snapshot), previous, embedder, cfg, page_ids)
-    return [t.request for kind_tasks in tasks.values() for t in kind_tasks]
+    return [t.request for kind_tasks in tasks.values() for t in kind_tasks if t.request is not None]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline import progress
+from pipeline.dates import MONTH_NAMES
 from pipeline.generate.items import FieldError, field_value
 from pipeline.generate.prompts import load_prompt
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
@@ -27,7 +28,7 @@ from pipeline.text_checks import (
 
 PROMPT = "temporal_question"
 # Part of the stage's digest: stored phrasings are checked again when the checks change.
-CHECKS_VERSION = 2
+CHECKS_VERSION = 3
 MAX_WORDS = 40
 REASONS = (
     "no_usable_answer",
@@ -38,6 +39,7 @@ REASONS = (
     "names_a_time",
     "entity_not_named",
     "question_not_standalone",
+    "asks_for_another_kind",
 )
 _KIND = {
     "C1": "one fact",
@@ -46,6 +48,16 @@ _KIND = {
     "timeline": "the fact that holds now",
 }
 _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
+# What the wh-word asks for, and whether an answer is of that kind: "When did X join Y?"
+# stored with "Y" asks for a date the answer is not.
+_ASKS_WHEN = re.compile(r"^(?:when|in what year|what year|on what date|what date)\b", re.I)
+_MONTH = re.compile(r"\b(?:" + "|".join(MONTH_NAMES) + r")\b", re.I)
+_ASKS_HOW_MANY = re.compile(r"^how (?:many|much)\b", re.I)
+_NUMBER = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|hundred|"
+    r"thousand|million|billion)\b",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,20 @@ def question_problem(spec: QuestionSpec, question: str) -> tuple[str, str] | Non
     dangling = dangling_reference(question)
     if dangling:
         return "question_not_standalone", dangling
+    wrong_kind = _answer_kind_problem(question, spec.answer)
+    if wrong_kind:
+        return "asks_for_another_kind", wrong_kind
     return None
+
+
+def _answer_kind_problem(question: str, answers: Sequence[str]) -> str:
+    """Why the stored answers cannot answer what the wh-word asks for ("When ...?" with no
+    date among them, "How many ...?" with no number), or ""."""
+    if _ASKS_WHEN.match(question) and not any(_YEAR.search(a) or _MONTH.search(a) for a in answers):
+        return f"asks when, the answer is {answers[0]!r}"
+    if _ASKS_HOW_MANY.match(question) and not any(_NUMBER.search(a) for a in answers):
+        return f"asks how many, the answer is {answers[0]!r}"
+    return ""
 
 
 def recheck(spec: QuestionSpec, question: str | None) -> Phrasing | None:

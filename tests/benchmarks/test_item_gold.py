@@ -54,3 +54,22 @@ def test_rescoring_matches_what_generation_decided() -> None:
                 assert "answer_check_failed" in unit.failed
             else:
                 assert unit.kept == (outcome == "kept"), (unit.cid, outcome, unit.failed)
+
+
+def test_parsed_quadruples_and_their_questions_rescore_as_generation_decided() -> None:
+    """The checks today keep exactly the parsed quadruples and the temporal questions built on
+    them that generation kept (duplicates aside), and the report counts them apart from what
+    the LLM wrote."""
+    records = [r for r in read_gold(GOLD_PATH) if r.get("generated_by") == "parse"]
+    assert {r["kind"] for r in records} == {"quadruple", "temporal"}
+    assert {r["split"] for r in records} == {"dev", "test"}
+    validator = ItemValidator.from_config(load_config(profile="offline").generation)
+    units = score_gold(records, validator, ReplayBackend({}))
+    lines: list[str] = []
+    figures = report_gold(units, lines.append)
+    assert set(figures) == {"quadruple (parse)", "temporal (parse)"}
+    by_cid = {r["cid"]: r for r in records}
+    for unit in units:
+        outcome = by_cid[unit.cid]["outcome"]
+        if outcome not in ("duplicate", "duplicate_candidate"):
+            assert unit.kept == (outcome == "kept"), (unit.cid, outcome, unit.failed)

@@ -60,8 +60,8 @@ def test_a_kind_must_name_a_generator() -> None:
         kinds._resolve("pipeline.schemas:QA")
 
 
-def _fake_tasks(article: Article, paragraph: Paragraph, _cfg: GenerationConfig) -> list[Any]:
-    return [(article, paragraph.sent_idx)]
+def _fake_tasks(article: Article, paragraphs: list[Paragraph], _cfg: GenerationConfig) -> list[Any]:
+    return [(article, p.sent_idx) for p in paragraphs]
 
 
 def _fake_run(tasks: list[Any], batch: Batch) -> KindOutput:

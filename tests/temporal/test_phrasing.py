@@ -43,6 +43,10 @@ CASES = [
     (C3, "Which team will Adrian Newey join in March 2025 that partners in 2026?",
      "entity_not_named"),
     (C1, "Who was their head coach at Chelsea F.C. in September 2022?", "question_not_standalone"),
+    (C1, "When did Chelsea F.C. appoint a head coach in September 2022?",
+     "asks_for_another_kind"),
+    (C1, "How many head coaches did Chelsea F.C. have in September 2022?",
+     "asks_for_another_kind"),
 ]  # fmt: skip
 
 

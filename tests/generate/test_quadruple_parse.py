@@ -1,0 +1,240 @@
+"""Quadruples read off the dependency parse: what is kept, what is refused, dates, and the
+article's "he" / "the company". Sentences are real, from the wikisnap revisions in
+tests/data/wikisnap (Wikipedia, CC BY-SA; attribution there)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pipeline.config import GenerationConfig
+from pipeline.generate.kinds import Batch
+from pipeline.generate.quadruple_parse import (
+    PARSE_RULES,
+    ParsedFact,
+    TitleReferent,
+    facts_of,
+    timestamp_of,
+)
+from pipeline.generate.quadruples import QUADRUPLE_GENERATOR, quadruple_task
+from pipeline.generate.selection import Article
+from pipeline.generate.validate import ItemValidator
+from pipeline.models.llm.scripted import ScriptedBackend
+from pipeline.syntax import parse
+
+PARSE_CFG = GenerationConfig(quadruple_source="parse")
+SONY = "Sony Music Entertainment (SME), commonly known as Sony Music, is an American multinational music company owned by Sony Entertainment."  # noqa: E501
+PUGH = "Florence Pugh (born 3 January 1996) is an English actress."
+
+
+def _facts(sentence: str, referent: TitleReferent | None = None, previous: str = "") -> list:
+    return facts_of(parse(sentence), referent, parse(previous) if previous else None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("5 March 2024", "2024-03-05"),
+        ("March 5, 2024", "2024-03-05"),
+        ("March 2024", "2024-03"),
+        ("2024", "2024"),
+        ("early 2024", "2024"),
+        ("the 2023 season", "2023"),
+        ("2023–24", None),
+        ("the 1990s", None),
+        ("last year", None),
+        ("2004 to 2013", None),
+    ],
+)
+def test_timestamp_of_keeps_the_precision_the_text_gives(text: str, expected: str | None) -> None:
+    assert timestamp_of(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("sentence", "expected"),
+    [
+        (
+            "In August 2016, Sony Music acquired Ministry of Sound Recordings, home to London "
+            "Grammar, DJ Fresh and Sigala.",
+            ("Sony Music", "acquired", "Ministry of Sound Recordings", "2016-08"),
+        ),
+        (  # passive: the agent is the object; "3M" is re-joined from spaCy's "3" + "M"
+            "Ross Reels had been acquired by 3M in 2010.",
+            ("Ross Reels", "had been acquired by", "3M", "2010"),
+        ),
+        (  # a period after "from": its start
+            "James served as a member of the New York City Council from 2004 to 2013.",
+            ("James", "served as", "member of the New York City Council", "2004"),
+        ),
+        (  # "until her retirement in 1970" bounds the fact, it does not date it
+            "Hilda Harding managed Barclays' Hanover Square branch in London until her "
+            "retirement in 1970.",
+            ("Hilda Harding", "managed", "Barclays' Hanover Square branch in London", None),
+        ),
+        (  # the date before the first verb dates the verb joined to it
+            "In 2023, the Nuggets, led by Nikola Jokić and Jamal Murray, reached their first NBA "
+            "Finals and defeated the Miami Heat to capture the franchise's first NBA "
+            "championship.",
+            ("Nuggets", "defeated", "Miami Heat", "2023"),
+        ),
+        (  # one date said twice: the precise one
+            "Steve Jobs introduced the MacBook Air during Apple’s keynote address at the 2008 "
+            "Macworld conference on January 15, 2008.",
+            ("Steve Jobs", "introduced", "MacBook Air", "2008-01-15"),
+        ),
+        (  # a common noun with a name beside it stands for the name
+            "In 1965, Barclays established a US affiliate, Barclays Bank of California, in San "
+            "Francisco.",
+            ("Barclays", "established", "Barclays Bank of California", "1965"),
+        ),
+        (  # the infinitive carries the relation
+            "Also in 2007, Barclays agreed to purchase Equifirst Corporation from Regions "
+            "Financial Corporation for US$225 million.",
+            ("Barclays", "agreed to purchase", "Equifirst Corporation", "2007"),
+        ),
+        (  # a date inside the object ("for the 2017 season") does not date the announcement
+            "On 16 January 2017, Valtteri Bottas was announced as Rosberg's replacement.",
+            ("Valtteri Bottas", "was announced as", "Rosberg's replacement", "2017-01-16"),
+        ),
+    ],
+)
+def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: tuple) -> None:
+    assert _facts(sentence) == [ParsedFact(*expected)]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        # the verb's meaning needs what follows its object
+        "Kesha asked a New York City Supreme Court to free her from her contract with Sony "
+        "Music, but the court denied the request.",
+        "Michael then accused Sony of not promoting the album at all.",
+        # a score, not a thing
+        "The Nuggets won 120–107, where they led by as many as 27 points.",
+        # two subjects: the parser mistook the film's name for one
+        "In the 2015 movie, Bloodsucking Bastards, Pascal portrayed the vampire Max.",
+        # a complex preposition, not an object
+        "During the 1980s, the Nuggets often scored in excess of 115 points a game.",
+        # reported speech and conditions are not the sentence's facts
+        'James said the investigations "would continue for the foreseeable future".',
+        # cut off by the splitter
+        "In the 2020–21 NBA season, Jokić was named the NBA",
+        # a rank without what it ranks in
+        "Hamilton finished 2023 third in the Drivers' Championship with 6 podiums.",
+        # no name: a capitalized first word the tagger calls a proper noun
+        "Thickness was reduced to 15.6 mm and weight to 1.25 kilograms.",
+        # a share of something, a list, an attribute: no fact of a named thing
+        "Most Barclays branches have 24/7 ATMs.",
+        "3M's presidents have included: Edgar B. Ober (1905–1929), McKnight (1929–1949).",
+        "Sony Music Entertainment LLC's revenue in 2021 amounted to 2.56 billion rubles.",
+        # a count the sentence qualifies ("in the playoffs"): the number alone misleads
+        "Anthony averaged a career-high 30.7 points per game in the playoffs.",
+    ],
+)
+def test_no_fact_where_the_parse_does_not_carry_one(sentence: str) -> None:
+    assert _facts(sentence) == []
+
+
+def test_a_first_word_names_something_when_it_is_the_title() -> None:
+    sentence = (
+        "Pascal also appeared in The Bubble, Judd Apatow's satirical comedy exploring "
+        "celebrity culture amidst the pandemic."
+    )
+    assert _facts(sentence) == []  # a capitalized first word alone may be any word
+    pascal = TitleReferent.of("Pedro Pascal", "José Pedro Balmaceda Pascal (born April 2, 1975) is a Chilean and American actor.")  # fmt: skip  # noqa: E501
+    # ... but "Pascal" is a word of the title; a title keeps its "The"
+    assert _facts(sentence, pascal) == [ParsedFact("Pascal", "appeared in", "The Bubble", None)]
+
+
+def test_negated_and_hedged_verbs_state_no_fact() -> None:
+    altman = TitleReferent.of("Sam Altman", "Samuel Harris Altman (born April 22, 1985) is an American entrepreneur.")  # fmt: skip  # noqa: E501
+    assert _facts("As of early 2020, he was no longer affiliated with YC.", altman) == []
+    assert _facts("In the amended agreement, Barclays would absorb US$47.4 billion.") == []
+    # without the negation the same shape is a fact
+    assert _facts("In 2011, Altman joined Y Combinator, a startup accelerator.") == [
+        ParsedFact("Altman", "joined", "Y Combinator", "2011")
+    ]
+
+
+def test_he_or_she_is_the_articles_person_unless_another_person_is_named() -> None:
+    pugh = TitleReferent.of("Florence Pugh", PUGH)
+    assert pugh.person
+    sentence = "She received an Academy Award nomination for Best Supporting Actress."
+    assert _facts(sentence, pugh) == [
+        ParsedFact(
+            "Florence Pugh",
+            "received",
+            "Academy Award nomination for Best Supporting Actress",
+            None,
+        )
+    ]
+    # the sentence before names someone else: "she" may be her
+    assert _facts(sentence, pugh, previous="Greta Gerwig directed Little Women.") == []
+    # an article about a thing has no "she"
+    assert _facts(sentence, TitleReferent.of("Sony Music", SONY)) == []
+
+
+def test_the_company_is_the_article_when_its_first_sentence_says_it_is_one() -> None:
+    sony = TitleReferent.of("Sony Music", SONY)
+    assert "company" in sony.nouns and not sony.person
+    sentence = "In March 2022, the company announced the suspension of activities in Russia."
+    assert _facts(sentence, sony) == [
+        ParsedFact("Sony Music", "announced", "suspension of activities in Russia", "2022-03")
+    ]
+    # another company in the sentence before: "the company" may be that one
+    assert _facts(sentence, sony, previous="In 2021, Sony bought AWAL from Kobalt.") == []
+    # "the team" is not what a music company's article calls itself
+    assert _facts(sentence.replace("company", "team"), sony) == []
+
+
+def _article() -> Article:
+    texts = [
+        SONY,
+        "In August 2016, Sony Music acquired Ministry of Sound Recordings, home to London "
+        "Grammar, DJ Fresh and Sigala.",
+        "The deal was well received.",
+        "Sony Music UK signed Robbie Williams, who released his 11th album The Heavy "
+        "Entertainment Show in 2016.",
+    ]
+    return Article(
+        page_id=1071662,
+        title="Sony Music",
+        snapshot="2024-06-01",
+        texts=texts,
+        para_of=[0, 1, 1, 1],
+        section_of=[""] * len(texts),
+        labels={1: "new", 2: "new", 3: "changed"},
+        initial=False,
+    )
+
+
+def test_parsed_quadruples_go_through_the_checks_without_a_model() -> None:
+    def no_model(_request: object) -> str:
+        raise AssertionError("a parsed quadruple asked the model")
+
+    article = _article()
+    task = quadruple_task(article, (1, 2, 3), PARSE_CFG)
+    assert task.request is None
+    usage: Counter = Counter()
+    batch = Batch(
+        backend=ScriptedBackend(no_model),
+        usage=usage,
+        generator="scripted:scripted",
+        validator=ItemValidator.from_config(PARSE_CFG),
+        cfg=PARSE_CFG,
+        note=lambda _msg: None,
+        index=0,
+    )
+    out = QUADRUPLE_GENERATOR.run([task], batch)
+    facts = [
+        (r["subject"], r["relation"], r["object"], r["timestamp"], r["type"]) for r in out.rows
+    ]
+    assert facts == [
+        ("Sony Music", "acquired", "Ministry of Sound Recordings", "2016-08", "new"),
+        ("Sony Music UK", "signed", "Robbie Williams", None, "changed"),
+    ]
+    assert out.requests == {"quadruples": 0} and usage["requests"] == 0
+    assert {r["prompt_hash"] for r in out.rows} == {PARSE_RULES}
+    assert all(r["generator"].startswith(f"parse:{PARSE_RULES}:") for r in out.rows)
+    assert out.rejects == []
