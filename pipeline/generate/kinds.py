@@ -114,8 +114,8 @@ class ItemGenerator:
 
     ``initial_tasks(article, paragraphs, cfg)``: the tasks (objects with a ``request``; None
     for items code writes without a model) for an article seen for the first time, given the
-    paragraphs selected for it; ``update_tasks(article, cfg,
-    previous)``: the tasks for an article whose sentences carry labels against ``previous``;
+    paragraphs selected for it; ``update_tasks(article, cfg, previous)``: the tasks for an
+    article whose sentences carry labels against ``previous``;
     ``run(tasks, batch)``: ask, parse, check and drop duplicates. ``counts(table, parts)``:
     the run summary's counts beyond the per-type ones (``parts``: the shards' metadata)."""
 
