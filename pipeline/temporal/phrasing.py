@@ -50,7 +50,11 @@ _KIND = {
 _YEAR = re.compile(r"\b(1[5-9]\d\d|20\d\d)\b")
 # What the wh-word asks for, and whether an answer is of that kind: "When did X join Y?"
 # stored with "Y" asks for a date the answer is not.
-_ASKS_WHEN = re.compile(r"^(?:when|in what year|what year|on what date|what date)\b", re.I)
+_ASKS_WHEN = re.compile(
+    r"^(?:when|(?:in |during )?(?:what|which) (?:year|month)"
+    r"|(?:on )?(?:what|which) (?:date|day))\b",
+    re.I,
+)
 _MONTH = re.compile(r"\b(?:" + "|".join(MONTH_NAMES) + r")\b", re.I)
 _ASKS_HOW_MANY = re.compile(r"^how (?:many|much)\b", re.I)
 _NUMBER = re.compile(

@@ -47,6 +47,8 @@ CASES = [
      "asks_for_another_kind"),
     (C1, "How many head coaches did Chelsea F.C. have in September 2022?",
      "asks_for_another_kind"),
+    (C1, "In which year did Chelsea F.C. appoint a head coach, in September 2022?",
+     "asks_for_another_kind"),
 ]  # fmt: skip
 
 
