@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.dates import MONTH_NUMBERS
+from pipeline.dates import MONTH_NUMBERS, iso_date
 from pipeline.syntax import nlp_with_entities, parse
 
 # Bump when a change of the rules changes which quadruples are read: stored generation runs
@@ -78,10 +78,6 @@ _MAX_JOIN_DISTANCE = 12
 _YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
 _DIGITS = re.compile(r"\d+")
 _MONTHS = re.compile(r"\b(" + "|".join(MONTH_NUMBERS) + r")\b", re.IGNORECASE)
-_DAY_MONTH_YEAR = re.compile(
-    r"^(?:(\d{1,2}) (%s)|(%s) (\d{1,2}),?) (\d{4})$" % (("|".join(MONTH_NUMBERS),) * 2),
-    re.IGNORECASE,
-)
 
 
 def parser_id() -> str:
@@ -108,17 +104,16 @@ def timestamp_of(text: str) -> str | None:
     text = " ".join(text.split()).strip(" ,.")
     if text.lower().startswith("the "):
         text = text[4:]
-    m = _DAY_MONTH_YEAR.match(text)
-    if m:
-        day = int(m.group(1) or m.group(4))
-        month = MONTH_NUMBERS[(m.group(2) or m.group(3)).lower()]
-        year = int(m.group(5))
-        return f"{year:04d}-{month:02d}-{day:02d}" if 1 <= day <= 31 else None
+    months = _MONTHS.findall(text)
+    # A date written with its month's name, whole; figures alone ("2004-05") are a span in
+    # prose more often than a month.
+    exact = iso_date(text) if months else None
+    if exact is not None:
+        return exact
     years = _YEAR.findall(text)
     numbers = _DIGITS.findall(text)
     if len(years) != 1 or len(numbers) != 1 or re.search(r"\d0s\b", text):
         return None
-    months = _MONTHS.findall(text)
     if len(months) == 1 and re.search(rf"\b{months[0]}\b,? {years[0]}", text):
         return f"{years[0]}-{MONTH_NUMBERS[months[0].lower()]:02d}"
     return years[0] if not months else None
@@ -253,10 +248,6 @@ def _well_formed(tokens: list[Any], limit: int) -> bool:
         and text.count("(") == text.count(")")
         and text.count('"') % 2 == 0
     )
-
-
-def _is_date(tokens: list[Any]) -> bool:
-    return all(t.ent_type_ in ("DATE", "TIME") or t.is_punct for t in tokens)
 
 
 def _subject(verb: Any) -> Any | None:

@@ -20,13 +20,12 @@ packaged 1.5B model's quadruples were right 12 times in 84). Both go through the
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 from pipeline.config import GenerationConfig
-from pipeline.dates import MONTH_NUMBERS
+from pipeline.dates import iso_date
 from pipeline.generate.items import (
     FieldError,
     Quadruple,
@@ -46,25 +45,6 @@ from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.syntax import parse
 
 _NULLS = {"", "null", "none", "n/a", "na", "unknown", "not given", "no date", "-"}
-_MONTH = r"([a-z]+)\.?"
-_PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})(?:[t ].*)?$"), "ymd"),
-    (re.compile(r"^(\d{4})[-/.](\d{1,2})$"), "ym"),
-    (re.compile(r"^(\d{4})$"), "y"),
-    (re.compile(rf"^(\d{{1,2}})(?:st|nd|rd|th)? {_MONTH},? (\d{{4}})$"), "dmy"),
-    (re.compile(rf"^{_MONTH} (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{4}})$"), "mdy"),
-    (re.compile(rf"^{_MONTH},? (\d{{4}})$"), "my"),
-]
-
-
-def _iso(year: int, month: int | None = None, day: int | None = None) -> str | None:
-    try:
-        date(year, month or 1, day or 1)
-    except ValueError:
-        return None
-    if month is None:
-        return f"{year:04d}"
-    return f"{year:04d}-{month:02d}" if day is None else f"{year:04d}-{month:02d}-{day:02d}"
 
 
 def normalize_timestamp(value: Any) -> str | None:
@@ -78,29 +58,11 @@ def normalize_timestamp(value: Any) -> str | None:
         raise FieldError("wrong_type", f"'timestamp' = {value!r} is not a date")
     if isinstance(value, int | float):
         value = str(int(value)) if float(value).is_integer() else str(value)
-    text = " ".join(value.strip().lower().split())
-    if text in _NULLS:
+    if " ".join(value.strip().lower().split()) in _NULLS:
         return None
-    for pattern, shape in _PATTERNS:
-        m = pattern.match(text)
-        if not m:
-            continue
-        g = m.groups()
-        out: str | None = None
-        if shape == "ymd":
-            out = _iso(int(g[0]), int(g[1]), int(g[2]))
-        elif shape == "ym":
-            out = _iso(int(g[0]), int(g[1]))
-        elif shape == "y":
-            out = _iso(int(g[0]))
-        elif shape == "dmy" and g[1] in MONTH_NUMBERS:
-            out = _iso(int(g[2]), MONTH_NUMBERS[g[1]], int(g[0]))
-        elif shape == "mdy" and g[0] in MONTH_NUMBERS:
-            out = _iso(int(g[2]), MONTH_NUMBERS[g[0]], int(g[1]))
-        elif shape == "my" and g[0] in MONTH_NUMBERS:
-            out = _iso(int(g[1]), MONTH_NUMBERS[g[0]])
-        if out is not None:
-            return out
+    found = iso_date(value)
+    if found is not None:
+        return found
     try:  # last resort: a full ISO datetime with zone, e.g. "2024-02-13T00:00:00+00:00"
         return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).date().isoformat()
     except ValueError:
@@ -158,6 +120,33 @@ def update_sentence_chunks(article: Article, max_sentences: int) -> list[tuple[i
     ]
 
 
+def _quadruple(
+    article: Article,
+    idx: int,
+    fact: tuple[str, str, str, str | None],
+    prompt_hash: str,
+    generator: str,
+) -> Quadruple:
+    """The quadruple (subject, relation, object, timestamp) ``fact`` of sentence ``idx``
+    (an index outside the article keeps no evidence and no label: validation rejects it)."""
+    in_range = 0 <= idx < article.n_sentences
+    subject, relation, obj, timestamp = fact
+    return Quadruple(
+        page_id=article.page_id,
+        title=article.title,
+        snapshot=article.snapshot,
+        subject=subject,
+        relation=relation,
+        object=obj,
+        timestamp=timestamp,
+        evidence_sent_idx=[idx],
+        evidence_text=article.texts[idx] if in_range else "",
+        type=article.label_of(idx) if in_range else "unlabeled",
+        prompt_hash=prompt_hash,
+        generator=generator,
+    )
+
+
 def parse_quadruples(
     task: QuadrupleTask, response: LLMResponse, generator: str
 ) -> tuple[list[Quadruple], list[Reject]]:
@@ -186,23 +175,9 @@ def parse_quadruples(
             # An omitted timestamp says the same as null: the text gives no date.
             raw_ts = record.get("timestamp", record.get("Timestamp"))
             timestamp = normalize_timestamp(raw_ts)
-            in_range = 0 <= idx < article.n_sentences
-            quads.append(
-                Quadruple(
-                    page_id=article.page_id,
-                    title=article.title,
-                    snapshot=article.snapshot,
-                    subject=text_field(record, "subject"),
-                    relation=text_field(record, "relation"),
-                    object=text_field(record, "object"),
-                    timestamp=timestamp,
-                    evidence_sent_idx=[idx],
-                    evidence_text=article.texts[idx] if in_range else "",
-                    type=article.label_of(idx) if in_range else "unlabeled",
-                    prompt_hash=prompt_hash,
-                    generator=generator,
-                )
-            )
+            fact = (text_field(record, "subject"), text_field(record, "relation"),
+                    text_field(record, "object"), timestamp)  # fmt: skip
+            quads.append(_quadruple(article, idx, fact, prompt_hash, generator))
         except FieldError as err:
             rejects.append(field_reject(*where, response, prompt_hash, err, record))
     return quads, rejects
@@ -213,28 +188,15 @@ def parsed_quadruples(task: QuadrupleTask, per_sentence: int) -> list[Quadruple]
     ("he" / "the company" is the article's entity where :class:`TitleReferent` says so)."""
     article = task.article
     referent = TitleReferent.of(article.title, article.texts[0] if article.texts else "")
+    generator = parser_id()
     quads: list[Quadruple] = []
     for idx in task.offered:
         doc = parse(article.texts[idx])
         same_paragraph = idx > 0 and article.para_of[idx - 1] == article.para_of[idx]
         previous = parse(article.texts[idx - 1]) if same_paragraph else None
-        for fact in facts_of(doc, referent, previous)[:per_sentence]:
-            quads.append(
-                Quadruple(
-                    page_id=article.page_id,
-                    title=article.title,
-                    snapshot=article.snapshot,
-                    subject=fact.subject,
-                    relation=fact.relation,
-                    object=fact.object,
-                    timestamp=fact.timestamp,
-                    evidence_sent_idx=[idx],
-                    evidence_text=article.texts[idx],
-                    type=article.label_of(idx),
-                    prompt_hash=PARSE_RULES,
-                    generator=parser_id(),
-                )
-            )
+        for f in facts_of(doc, referent, previous)[:per_sentence]:
+            fact = (f.subject, f.relation, f.object, f.timestamp)
+            quads.append(_quadruple(article, idx, fact, PARSE_RULES, generator))
     return quads
 
 

@@ -37,6 +37,9 @@ def _facts(sentence: str, referent: TitleReferent | None = None, previous: str =
     [
         ("5 March 2024", "2024-03-05"),
         ("March 5, 2024", "2024-03-05"),
+        ("5th March 2024", "2024-03-05"),
+        ("31 February 2024", None),  # no such day
+        ("2004-05", None),  # figures alone: a season, not May 2004
         ("March 2024", "2024-03"),
         ("2024", "2024"),
         ("early 2024", "2024"),
