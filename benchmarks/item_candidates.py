@@ -9,7 +9,7 @@ fields, its evidence and the sentences its prompt offered, the raw model output,
 result and what finally happened to it (kept, or the reject code). The answers of the model's
 own checks (the QA round trip, the temporal phrasings) are stored beside it, keyed by request,
 so ``bench_items --gold`` replays them. Temporal questions are planned from the quadruples kept
-over all dates and phrased by the model.
+over all dates and phrased by the model or a template (``--phrasing``).
 
     .venv/bin/python -m benchmarks.item_candidates --out /tmp/item_candidates.jsonl \
         [--dates 2024-01-01,2024-06-01,2025-01-01] [--pages all|dev|test|ID,ID] [--workdir W]
@@ -39,8 +39,13 @@ from pipeline.generate.validate import ItemValidator, Verdict  # noqa: E402
 from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
 from pipeline.models.llm.base import LLMRequest, LLMResponse  # noqa: E402
 from pipeline.runtime import base_embedder, cached_embedder, llm_from_config  # noqa: E402
-from pipeline.temporal.phrasing import phrase_questions, phrasing_request  # noqa: E402
+from pipeline.temporal.phrasing import (  # noqa: E402
+    phrase_questions,
+    phrasing_request,
+    without_ambiguity,
+)
 from pipeline.temporal.questions import Fact, question_specs  # noqa: E402
+from pipeline.temporal.templates import template_phrasings  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402
 from tests.conftest import build_wikisnap_snapshots  # noqa: E402
 
@@ -235,8 +240,11 @@ def _generate(
     return records, usage
 
 
-def _temporal(quads: list[dict[str, Any]], backend: RecordingBackend) -> list[dict[str, Any]]:
-    """Temporal questions over the kept quadruples of every date, phrased by the model."""
+def _temporal(
+    quads: list[dict[str, Any]], backend: RecordingBackend, phrasing: str
+) -> list[dict[str, Any]]:
+    """Temporal questions over the kept quadruples of every date, phrased by the model or
+    (``phrasing = "template"``) from the facts' words."""
     facts = [
         Fact(
             item_id=q["cid"].split(":", 1)[1],
@@ -259,7 +267,11 @@ def _temporal(quads: list[dict[str, Any]], backend: RecordingBackend) -> list[di
     for f in facts:
         by_page.setdefault(f.page_id, []).append(f)
     specs = [s for page in by_page.values() for s in question_specs(page)]
-    phrasings = phrase_questions(specs, backend)  # type: ignore[arg-type]
+    if phrasing == "template":
+        phrasings = template_phrasings(specs)
+    else:
+        phrasings = phrase_questions(specs, backend)  # type: ignore[arg-type]
+    phrasings = without_ambiguity(specs, phrasings)
     records = []
     for spec, phrasing in zip(specs, phrasings, strict=True):
         records.append(
@@ -288,7 +300,9 @@ def _temporal(quads: list[dict[str, Any]], backend: RecordingBackend) -> list[di
                 "as_of": spec.as_of,
                 "time_phrase": spec.time_phrase,
                 "question": phrasing.question,
-                "raw_output": backend.answers.get(request_key(phrasing_request(spec))),
+                "raw_output": None
+                if phrasing == "template"
+                else backend.answers.get(request_key(phrasing_request(spec))),
                 "outcome": phrasing.reason or "kept",
                 "checks": {"phrasing": phrasing.detail or phrasing.reason},
             }
@@ -304,6 +318,9 @@ def main() -> None:
     parser.add_argument("--paragraphs", type=int, default=2, help="initial paragraphs / article")
     parser.add_argument("--workdir", type=Path, help="keep snapshots, labels and the LLM cache")
     parser.add_argument("--kinds", default="", help="only these tables (qa,dialogue,quadruples)")
+    parser.add_argument(
+        "--phrasing", choices=("llm", "template"), help="temporal questions (default: config's)"
+    )
     args = parser.parse_args()
     kinds = set(filter(None, args.kinds.split(",")))
 
@@ -335,7 +352,7 @@ def main() -> None:
         )
     quads = [r for r in records if r["kind"] == "quadruple"]
     if quads:
-        records += _temporal(quads, backend)
+        records += _temporal(quads, backend, args.phrasing or cfg.temporal.phrasing)
     # the model's answers to the round-trip checks, for replay
     checks = {k: v for k, v in backend.answers.items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)

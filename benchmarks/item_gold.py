@@ -239,7 +239,8 @@ class Unit:
     baseline_kept: bool | None = None  # what the code that generated it decided
     earlier_kept: bool | None = None  # what the checks before issue 32 decide
     # "parse" (or "parse-1": an earlier version of the rules) for a quadruple read off the
-    # parse and a temporal question built on them, "" for what the LLM wrote
+    # parse and a temporal question built on them, "parse+template" for such a question
+    # written by the template, "" for what the LLM wrote
     source: str = ""
 
     @property
@@ -316,6 +317,8 @@ def _temporal_units(rec: dict[str, Any], _validator: Any, _replay: ReplayBackend
 
     phrasing = recheck(temporal_spec(rec), rec["question"])
     failed = [phrasing.reason] if phrasing is not None and phrasing.reason else []
+    if rec.get("outcome") == "ambiguous":
+        failed.append("ambiguous")  # decided over the whole batch, not one question
     g = rec["gold"]
     return [Unit("temporal", rec["split"], rec["cid"], None, rec["page_id"], g["verdict"],
                  g.get("failure", ""), failed)]  # fmt: skip

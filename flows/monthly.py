@@ -286,6 +286,8 @@ def temporal_task(config: dict[str, Any], snapshot: str) -> str:
         snapshot,
         rt.llm.backend,
         max_new=rt.cfg.temporal.max_new_questions,
+        phrasing=rt.cfg.temporal.phrasing,
+        c2=rt.cfg.temporal.c2,
     ).line()
 
 

@@ -220,7 +220,13 @@ class GenerationConfig(_Section):
 class TemporalConfig(_Section):
     """The temporal layer (Chronos C1/C2/C3 questions, timelines, relations)."""
 
-    questions: bool = True  # phrase temporal questions with the LLM after each ledger update
+    questions: bool = True  # phrase temporal questions after each ledger update
+    # Who words them: the LLM, or a template over the facts' own words (no model; the offline
+    # default: the packaged 1.5B model's were right about half the time, docs/benchmarks.md).
+    phrasing: Literal["llm", "template"] = "llm"
+    # C2 asks for every object of a (subject, relation) over a span: only for successions
+    # (one value superseded another), or for every list (facts from a complete source).
+    c2: Literal["successions", "all"] = "successions"
     # Questions new at one snapshot beyond this wait for the next run (bounds LLM time).
     max_new_questions: int = Field(200, ge=0)
 
@@ -362,6 +368,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # backend "auto" here never means OpenAI's API (see runtime.resolve_llm_kind).
         "llm": {"verify_contradictions": False},
         "generation": {"quadruple_source": "parse"},
+        "temporal": {"phrasing": "template"},
     },
 }
 

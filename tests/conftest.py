@@ -173,6 +173,9 @@ STAGE_DATES = ("2024-01-01", "2024-06-01", "2025-01-01")
 # with") are no words of their sentences, so the dependency-parse check, made for real
 # models' output, is off for it.
 SCRIPTED_GENERATION = {"quadruple_source": "llm", "quadruple_grammar_check": False}
+# ... and phrases the temporal questions (the offline profile writes them from templates),
+# asking C2 of every list (its facts hold few supersessions).
+SCRIPTED_TEMPORAL = {"phrasing": "llm", "c2": "all"}
 
 
 def scripted_config(**generation: object) -> Config:
@@ -181,7 +184,8 @@ def scripted_config(**generation: object) -> Config:
     from pipeline.config import load_config
 
     return load_config(
-        profile="offline", overrides={"generation": SCRIPTED_GENERATION | generation}
+        profile="offline",
+        overrides={"generation": SCRIPTED_GENERATION | generation, "temporal": SCRIPTED_TEMPORAL},
     )
 
 
@@ -194,7 +198,10 @@ def scripted_config_file(directory: Path) -> Path:
     path = directory / "scripted.toml"
     text = DEFAULT_CONFIG_PATH.read_text()
     assert "[generation]\n" in text, f"{DEFAULT_CONFIG_PATH} has no [generation] table"
-    path.write_text(text.replace("[generation]\n", f"[generation]\n{lines}", 1))
+    temporal = "".join(f"{key} = {json.dumps(value)}\n" for key, value in SCRIPTED_TEMPORAL.items())
+    assert "[temporal]" not in text, f"{DEFAULT_CONFIG_PATH} has its own [temporal] table"
+    text = text.replace("[generation]\n", f"[generation]\n{lines}", 1)
+    path.write_text(f"{text}\n[temporal]\n{temporal}")
     return path
 
 
@@ -221,7 +228,7 @@ def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None
             cfg=cfg.generation,
         )
         update_ledger(workdir, snap, previous)
-        phrase_temporal_questions(workdir, snap, backend)
+        phrase_temporal_questions(workdir, snap, backend, c2=cfg.temporal.c2)
         build_release(workdir, snap, config=manifest_config(cfg), config_hash=cfg.stable_hash())
         previous = snap
 

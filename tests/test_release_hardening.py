@@ -33,6 +33,7 @@ from pipeline.release_verify import verify_release
 from pipeline.storage import write_json_atomic, write_parquet_atomic
 from tests.conftest import (
     SCRIPTED_GENERATION,
+    SCRIPTED_TEMPORAL,
     STAGE_DATES,
     copy_workdir,
     scripted_config,
@@ -259,6 +260,7 @@ def test_manifest_card_and_export_publish_nothing_private(
             "snapshot": {"input": "/srv/private/dumps/enwiki.xml.bz2"},
             "dump": {"cache_dir": "/srv/private/cache"},
             "generation": SCRIPTED_GENERATION,
+            "temporal": SCRIPTED_TEMPORAL,
         },
     )
     manifest = build_release(workdir, B, **_kw(cfg), new_revision=True)

@@ -277,7 +277,12 @@ def _phrase_temporal(cfg: Config, snapshot: str) -> str:
 
     llm = llm_from_config(cfg, cfg.workdir)  # the CLI's exit path stops a started server
     return phrase_temporal_questions(
-        cfg.workdir, snapshot, llm.backend, max_new=cfg.temporal.max_new_questions
+        cfg.workdir,
+        snapshot,
+        llm.backend,
+        max_new=cfg.temporal.max_new_questions,
+        phrasing=cfg.temporal.phrasing,
+        c2=cfg.temporal.c2,
     ).line()
 
 

@@ -9,7 +9,7 @@ name its time (a timeline question, asked at every release, must name none).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pipeline import progress
@@ -40,7 +40,10 @@ REASONS = (
     "entity_not_named",
     "question_not_standalone",
     "asks_for_another_kind",
+    "no_template",
+    "ambiguous",
 )
+AMBIGUOUS_DETAIL = "another answer has the same question"
 _KIND = {
     "C1": "one fact",
     "C2": "every answer over the time span",
@@ -178,6 +181,41 @@ def read_phrasing(spec: QuestionSpec, response: LLMResponse) -> Phrasing:
     return recheck(spec, " ".join(value.split()))  # type: ignore[return-value]
 
 
+def _asked(question: str) -> str:
+    """A question's words without its wh-word: "Who did X hire in 2016?" and "What did X
+    hire in 2016?" ask the same."""
+    return re.sub(r"^(?:who|whom|what|which)\b\s*", "", question.lower())
+
+
+def ambiguous_questions(asked: Iterable[tuple[str, Sequence[str]]]) -> set[str]:
+    """The questions of ``(question, answer)`` pairs that are asked for more than one answer
+    ("What did 3M acquire in 2008?" for each of two acquisitions is right for neither)."""
+    answers: dict[str, set[tuple[str, ...]]] = {}
+    for question, answer in asked:
+        answers.setdefault(_asked(question), set()).add(tuple(answer))
+    return {q for q, found in answers.items() if len(found) > 1}
+
+
+def is_ambiguous(question: str, ambiguous: set[str]) -> bool:
+    """Whether ``question`` is one of :func:`ambiguous_questions`' answer."""
+    return _asked(question) in ambiguous
+
+
+def without_ambiguity(specs: Sequence[QuestionSpec], phrasings: list[Phrasing]) -> list[Phrasing]:
+    """``phrasings`` with every kept question that another one also asks, for another answer,
+    rejected as ``ambiguous``."""
+    kept = [
+        (p.question, s.answer) for s, p in zip(specs, phrasings, strict=True) if p.reason is None
+    ]
+    ambiguous = ambiguous_questions((q, a) for q, a in kept if q)
+    return [
+        Phrasing(p.question_id, p.question, "ambiguous", AMBIGUOUS_DETAIL)
+        if p.reason is None and p.question and is_ambiguous(p.question, ambiguous)
+        else p
+        for p in phrasings
+    ]
+
+
 def phrase_questions(specs: Sequence[QuestionSpec], backend: LLMBackend) -> list[Phrasing]:
     """Phrase and check every spec; all requests go to the backend in one ``complete_many``
     (a local server answers them on its parallel slots)."""
@@ -188,4 +226,6 @@ def phrase_questions(specs: Sequence[QuestionSpec], backend: LLMBackend) -> list
         [phrasing_request(s) for s in specs], on_response=lambda _i, _r: progress.advance()
     )
     require_answered(responses, backend)
-    return [read_phrasing(s, r) for s, r in zip(specs, responses, strict=True)]
+    return without_ambiguity(
+        specs, [read_phrasing(s, r) for s, r in zip(specs, responses, strict=True)]
+    )

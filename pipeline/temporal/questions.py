@@ -1,14 +1,16 @@
 """Temporal questions chosen by code from the time-stamped quadruples (Chronos C1 / C2 / C3).
 
 The facts a release knows are its quadruples, current and superseded. From them code picks
-what to ask and the answer; the LLM only phrases the question afterwards
-(:mod:`pipeline.temporal.phrasing`), so every answer is a value of the data:
+what to ask and the answer; the LLM (:mod:`pipeline.temporal.phrasing`) or a template over
+the facts' words (:mod:`pipeline.temporal.templates`) only phrases the question afterwards,
+so every answer is a value of the data. Only facts with a time of their own take part
+(:func:`timed`):
 
 - **C1** (one timestamp): one fact with a date from the text, or one fact of a supersession
   chain (then dated by the snapshot that saw it). Answer: its object.
 - **C2** (several timestamps, one entity): two or more different objects of one normalized
-  (subject, relation) at two or more different times. Answer: every object over the interval
-  from the first to the last time (``answer_mode = "all"``).
+  (subject, relation) at two or more different times, one superseding another. Answer: every
+  object over the interval from the first to the last time (``answer_mode = "all"``).
 - **C3** (several entities and timestamps): two facts of different subjects joined through a
   shared entity, either a bridge (the first fact's object is the second fact's subject) or a
   shared object. Answer: the shared entity.
@@ -16,8 +18,10 @@ what to ask and the answer; the LLM only phrases the question afterwards
   every release is the fact current then (OAKS's fixed probe, see
   :mod:`pipeline.temporal.timelines`).
 
-A fact's time is its valid time (``timestamp``) when the text gives one, else the snapshot
-that first saw it (Wikipedia asserted it then). A question's id hashes its category, facts and
+A fact's time is its valid time (``timestamp``) when the text gives one; for a fact of a
+supersession chain without one, the snapshot that first saw it (Wikipedia asserted it then).
+Other undated facts are never asked about with a time: their snapshot is not when they
+happened. A question's id hashes its category, facts and
 answer, so a question whose answer the data no longer gives is a different question.
 """
 
@@ -199,14 +203,31 @@ def c2_answer(facts: Sequence[Fact], key: tuple[str, str], start: str, end: str)
     return _distinct(f.object for f in sorted(inside, key=lambda f: (f.time, f.item_id)))
 
 
-def c2_specs(facts: Sequence[Fact]) -> list[QuestionSpec]:
-    """One question per (subject, relation) with two or more objects at two or more times."""
+def timed(facts: Sequence[Fact]) -> list[Fact]:
+    """The facts whose time a question may name: dated by the text, or one step of a
+    supersession chain (dated by the snapshot that saw it). An undated fact's snapshot is
+    not its time: "Mudiay was drafted" seen in 2024 happened in 2015."""
+    chained = _in_chain(facts)
+    return [f for f in facts if f.dated or f.item_id in chained]
+
+
+def c2_specs(facts: Sequence[Fact], c2: str = "successions") -> list[QuestionSpec]:
+    """One question per (subject, relation) with two or more objects at two or more times,
+    over the :func:`timed` facts. With ``c2 = "successions"`` only where one of them
+    superseded another: a slot whose values followed each other (head coaches), not a list
+    the text may give only in part (what a company acquired over thirty years: the item gold's
+    readers found every such list read off Wikipedia sentences incomplete). ``"all"`` asks
+    every list, for facts from a source known to be complete."""
+    facts = timed(facts)
     groups: dict[tuple[str, str], list[Fact]] = defaultdict(list)
     for f in facts:
         groups[f.key].append(f)
     out = []
     for key, group in sorted(groups.items()):
         if len({normalize_key(f.object) for f in group}) < 2 or len({f.time for f in group}) < 2:
+            continue
+        ids = {f.item_id for f in group}
+        if c2 == "successions" and not any(f.superseded_by in ids for f in group):
             continue
         group.sort(key=lambda f: (f.time, f.item_id))
         start, end = group[0].time, group[-1].time
@@ -237,9 +258,10 @@ def _c3(first: Fact, second: Fact, shape: str, answer: list[str]) -> QuestionSpe
 
 
 def c3_specs(facts: Sequence[Fact]) -> list[QuestionSpec]:
-    """Questions joining two facts of different subjects through a shared entity, at two
-    different times, at least one dated by the text; at most :data:`C3_PER_ENTITY` per
-    entity, dated pairs first."""
+    """Questions joining two :func:`timed` facts of different subjects through a shared
+    entity, at two different times; at most :data:`C3_PER_ENTITY` per entity, dated pairs
+    first."""
+    facts = timed(facts)
     by_subject: dict[str, list[Fact]] = defaultdict(list)
     by_object: dict[str, list[Fact]] = defaultdict(list)
     for f in facts:
@@ -302,17 +324,12 @@ def timeline_spec(chain: Sequence[Fact]) -> QuestionSpec:
 
 
 # --------------------------------------------------------------------------- all
-def question_specs(facts: Sequence[Fact]) -> list[QuestionSpec]:
+def question_specs(facts: Sequence[Fact], c2: str = "successions") -> list[QuestionSpec]:
     """Every question the facts allow: C1 for every dated fact and every fact of a
     supersession chain, C2, C3, and one timeline question per chain."""
-    chained = _in_chain(facts)
-    c1 = [
-        c1_spec(f)
-        for f in sorted(facts, key=lambda f: (f.time, f.item_id))
-        if f.dated or f.item_id in chained
-    ]
+    c1 = [c1_spec(f) for f in sorted(timed(facts), key=lambda f: (f.time, f.item_id))]
     timelines = [timeline_spec(chain) for chain in supersession_chains(facts)]
-    return [*c1, *c2_specs(facts), *c3_specs(facts), *timelines]
+    return [*c1, *c2_specs(facts, c2), *c3_specs(facts), *timelines]
 
 
 def current_spec(
@@ -337,7 +354,7 @@ def current_spec(
         spec = c1_spec(own[0])
     elif category == "C2":
         start, end = (as_of or "/").split("/")
-        now = c2_answer(facts, own[0].key, start, end)
+        now = c2_answer(timed(facts), own[0].key, start, end)
         spec = _spec("C2", shape, own, now, "all", as_of, start, None)
     elif category == "C3" and len(own) == 2:
         now = c3_answer(own[0], own[1], shape)

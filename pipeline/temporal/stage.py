@@ -40,12 +40,21 @@ from pipeline.storage import (
     write_json_atomic,
     write_parquet_atomic,
 )
-from pipeline.temporal.phrasing import CHECKS_VERSION, PROMPT, phrase_questions, recheck
+from pipeline.temporal.phrasing import (
+    AMBIGUOUS_DETAIL,
+    CHECKS_VERSION,
+    PROMPT,
+    ambiguous_questions,
+    is_ambiguous,
+    phrase_questions,
+    recheck,
+)
 from pipeline.temporal.questions import facts_from_rows, question_specs
+from pipeline.temporal.templates import TEMPLATE_VERSION, template_id, template_phrasings
 
 
 def _digest(
-    workdir: Path, snapshot: str, previous: str | None, limit: int
+    workdir: Path, snapshot: str, previous: str | None, job: dict[str, object]
 ) -> tuple[str, dict[str, str]]:
     """The digest of what decides the stage's output, and its input files' sha256."""
     paths = [ledger_dir(workdir, snapshot) / name for name in ("items.parquet", "evidence.parquet")]
@@ -53,9 +62,10 @@ def _digest(
         paths.append(temporal_dir(workdir, previous) / "questions.parquet")
     inputs = verified_inputs(workdir, paths)
     # Not the generator: another model phrases only questions that are new anyway.
+    templated = job["phrasing"] == "template"
     blob = {
-        "limit": limit,
-        "prompt": load_prompt(PROMPT).prompt_hash,
+        **job,
+        "prompt": TEMPLATE_VERSION if templated else load_prompt(PROMPT).prompt_hash,
         "checks": CHECKS_VERSION,
         "inputs": inputs,
     }
@@ -72,18 +82,28 @@ class TemporalJob:
     inputs_digest: str
     inputs: dict[str, str]  # workdir path -> sha256
     max_new: int
+    phrasing: str = "llm"  # "llm" | "template"
+    c2: str = "successions"  # "successions" | "all"
 
     @property
     def out(self) -> Path:
         return temporal_dir(self.workdir, self.snapshot)
 
 
-def plan_temporal(workdir: str | Path, snapshot: str, *, max_new: int) -> TemporalJob:
+def plan_temporal(
+    workdir: str | Path,
+    snapshot: str,
+    *,
+    max_new: int,
+    phrasing: str = "llm",
+    c2: str = "successions",
+) -> TemporalJob:
     """Describe the phrasing of the questions the facts at ``snapshot`` newly allow."""
     workdir = Path(workdir)
     previous = previous_snapshot(workdir, snapshot)
-    digest, inputs = _digest(workdir, snapshot, previous, max_new)
-    return TemporalJob(str(workdir), snapshot, previous, digest, inputs, max_new)
+    choices = {"limit": max_new, "phrasing": phrasing, "c2": c2}
+    digest, inputs = _digest(workdir, snapshot, previous, choices)
+    return TemporalJob(str(workdir), snapshot, previous, digest, inputs, max_new, phrasing, c2)
 
 
 def _stored(job: TemporalJob, force: bool) -> TemporalSummary | None:
@@ -111,14 +131,17 @@ def phrase_temporal_questions(
     backend: LLMBackend,
     *,
     max_new: int = 200,
+    phrasing: str = "llm",
+    c2: str = "successions",
     force: bool = False,
 ) -> TemporalSummary:
     """Phrase the temporal questions the facts at ``snapshot`` newly allow (at most
-    ``max_new``; the rest wait for the next run) and store them with every earlier one.
-    Holds the workdir's temporal lock."""
+    ``max_new``; the rest wait for the next run) with the LLM or, ``phrasing="template"``,
+    from the facts' words, and store them with every earlier one. ``c2``: which C2 questions
+    (:func:`pipeline.temporal.questions.c2_specs`). Holds the workdir's temporal lock."""
     return run_stage(
         TEMPORAL_STAGE,
-        lambda: plan_temporal(workdir, snapshot, max_new=max_new),
+        lambda: plan_temporal(workdir, snapshot, max_new=max_new, phrasing=phrasing, c2=c2),
         workdir=workdir,
         tools=Tools(backend=backend),
         label=f"{snapshot} temporal questions",
@@ -129,7 +152,8 @@ def phrase_temporal_questions(
 def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
     started = time.monotonic()
     workdir, snapshot, previous = Path(job.workdir), job.snapshot, job.previous
-    generator = f"{backend.backend_id}:{backend.model}"
+    templated = job.phrasing == "template"
+    generator = template_id() if templated else f"{backend.backend_id}:{backend.model}"
     digest, inputs, max_new, out = job.inputs_digest, job.inputs, job.max_new, job.out
     mine = own_marker(out / "state.json", TemporalSummary)
 
@@ -144,9 +168,11 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
             rows.setdefault(r["question_id"], r)
     carried = len(rows)
     facts = facts_from_rows(release_item_tables(workdir, snapshot)["quadruples"].to_pylist())
-    candidates = question_specs(facts)
+    candidates = question_specs(facts, job.c2)
     for spec in candidates:  # phrasings stored earlier, under the checks of today
         row = rows.get(spec.question_id)
+        if row is not None and row["reason"] == "ambiguous":
+            continue  # decided once, when it was phrased (see _reject_ambiguous)
         checked = recheck(spec, row["question"]) if row is not None else None
         if checked is not None:
             row["status"] = "kept" if checked.reason is None else "rejected"
@@ -163,8 +189,9 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
         phrased=len(todo),
         deferred=len(fresh) - len(todo),
     )
-    prompt = load_prompt(PROMPT).prompt_hash
-    for spec, phrasing in zip(todo, phrase_questions(todo, backend), strict=True):
+    prompt = TEMPLATE_VERSION if templated else load_prompt(PROMPT).prompt_hash
+    phrased = template_phrasings(todo) if templated else phrase_questions(todo, backend)
+    for spec, phrasing in zip(todo, phrased, strict=True):
         rows[spec.question_id] = {
             "question_id": spec.question_id,
             "category": spec.category,
@@ -181,12 +208,27 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
             "prompt_hash": prompt,
             "generator": generator,
         }
+    _reject_ambiguous(
+        [rows[s.question_id] for s in todo],
+        [rows[s.question_id] for s in candidates if s.question_id in rows],
+    )
     new_rows = [r for r in rows.values() if r["created_snapshot"] == snapshot]
     summary.kept = dict(Counter(r["category"] for r in new_rows if r["status"] == "kept"))
     summary.rejected = dict(Counter(r["reason"] for r in new_rows if r["status"] != "kept"))
     summary.seconds = round(time.monotonic() - started, 2)
     _write(out, list(rows.values()), summary)
     return summary
+
+
+def _reject_ambiguous(phrased: list[dict], live: list[dict]) -> None:
+    """Reject each question just ``phrased`` that another kept question of the ``live``
+    ones asks for another answer. Decided once: a question already published stays (its
+    answer is still its fact's), so a release does not lose and regain it."""
+    kept = [r for r in live if r["status"] == "kept"]
+    ambiguous = ambiguous_questions((r["question"], r["answer"]) for r in kept)
+    for r in phrased:
+        if r["status"] == "kept" and is_ambiguous(r["question"], ambiguous):
+            r["status"], r["reason"], r["detail"] = "rejected", "ambiguous", AMBIGUOUS_DETAIL
 
 
 def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> None:

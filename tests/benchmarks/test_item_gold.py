@@ -15,6 +15,7 @@ from benchmarks.item_gold import (
     read_gold,
     report_gold,
     score_gold,
+    temporal_spec,
 )
 from pipeline.config import load_config
 from pipeline.generate.validate import ItemValidator
@@ -73,3 +74,20 @@ def test_parsed_quadruples_and_their_questions_rescore_as_generation_decided() -
         outcome = by_cid[unit.cid]["outcome"]
         if outcome not in ("duplicate", "duplicate_candidate"):
             assert unit.kept == (outcome == "kept"), (unit.cid, outcome, unit.failed)
+
+
+def test_templated_questions_are_what_the_template_writes_today() -> None:
+    """The gold's templated temporal questions are exactly today's templates of their facts,
+    and re-scoring keeps the ones generation kept; the report counts them apart."""
+    from pipeline.temporal.templates import template_question
+
+    records = [r for r in read_gold(GOLD_PATH) if r.get("generated_by") == "parse+template"]
+    assert {r["split"] for r in records} == {"dev", "test"}
+    for rec in records:
+        assert template_question(temporal_spec(rec)) == rec["question"], rec["cid"]
+    validator = ItemValidator.from_config(load_config(profile="offline").generation)
+    units = score_gold(records, validator, ReplayBackend({}))
+    assert set(report_gold(units, [].append)) == {"temporal (parse+template)"}
+    by_cid = {r["cid"]: r for r in records}
+    for unit in units:
+        assert unit.kept == (by_cid[unit.cid]["outcome"] == "kept"), unit.cid

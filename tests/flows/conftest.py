@@ -38,7 +38,7 @@ def flow_config(workdir: Path, llm_server: object, **sections: dict) -> dict:
     """An offline-profile config for the flows: wikisnap as the source, three articles, the
     scripted OpenAI-compatible server as the LLM."""
     from pipeline.config import load_config
-    from tests.conftest import SCRIPTED_GENERATION, WIKISNAP
+    from tests.conftest import SCRIPTED_GENERATION, SCRIPTED_TEMPORAL, WIKISNAP
 
     articles = workdir.parent / "articles.txt"
     articles.write_text("Sam Altman\nDenver Nuggets\nSony Music\n")
@@ -55,6 +55,7 @@ def flow_config(workdir: Path, llm_server: object, **sections: dict) -> dict:
         },
         "llm": {"backend": "openai", "base_url": llm_server.url, "max_concurrency": 2},
         "generation": dict(SCRIPTED_GENERATION),
+        "temporal": dict(SCRIPTED_TEMPORAL),
     }
     for name, values in sections.items():
         overrides.setdefault(name, {}).update(values)

@@ -10,11 +10,16 @@ import pytest
 
 from pipeline.layout import read_questions, temporal_dir
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.temporal.stage import phrase_temporal_questions
+from pipeline.temporal.stage import _reject_ambiguous, phrase_temporal_questions
 from tests.conftest import STAGE_DATES, copy_workdir
 from tests.scripted_llm import good_answer
 
 A, B, C = STAGE_DATES
+
+
+def phrase(workdir: Path, snapshot: str, backend: ScriptedBackend, **kwargs: object):  # noqa: ANN201
+    """The stage with the released fixture's settings (``SCRIPTED_TEMPORAL``)."""
+    return phrase_temporal_questions(workdir, snapshot, backend, c2="all", **kwargs)
 
 
 def CountingBackend() -> ScriptedBackend:  # noqa: N802 - reads as a class at call sites
@@ -33,7 +38,7 @@ class FailingBackend(ScriptedBackend):
 def test_a_rerun_with_nothing_new_asks_nothing(released_workdir: Path, tmp_path: Path) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     backend = CountingBackend()
-    summary = phrase_temporal_questions(workdir, C, backend)
+    summary = phrase(workdir, C, backend)
     assert summary.already_done and not backend.requests
 
 
@@ -45,7 +50,7 @@ def test_questions_are_phrased_once_and_carried_forward(
     counts = []
     for snap in STAGE_DATES:
         backend = CountingBackend()
-        summary = phrase_temporal_questions(workdir, snap, backend)
+        summary = phrase(workdir, snap, backend)
         assert len(backend.requests) == summary.phrased
         counts.append(summary)
     stored = read_questions(workdir, C).to_pylist()
@@ -59,10 +64,10 @@ def test_questions_are_phrased_once_and_carried_forward(
 def test_max_new_defers_the_rest_to_the_next_run(released_workdir: Path, tmp_path: Path) -> None:
     workdir = copy_workdir(released_workdir, tmp_path / "w")
     shutil.rmtree(workdir / "temporal")
-    first = phrase_temporal_questions(workdir, A, CountingBackend(), max_new=2)
+    first = phrase(workdir, A, CountingBackend(), max_new=2)
     assert first.phrased == 2 and first.deferred == first.candidates - 2 > 0
     backend = CountingBackend()
-    again = phrase_temporal_questions(workdir, A, backend, max_new=200)
+    again = phrase(workdir, A, backend, max_new=200)
     assert len(backend.requests) == first.deferred  # only what waited
     assert again.carried == 2 and len(read_questions(workdir, A)) == first.candidates
 
@@ -73,10 +78,40 @@ def test_a_failed_model_call_publishes_nothing(released_workdir: Path, tmp_path:
     before = (temporal_dir(workdir, B) / "questions.parquet").read_bytes()
     (workdir / "temporal" / f".{C}.leftover").mkdir()  # what a killed run leaves
     with pytest.raises(RuntimeError, match="server went away"):
-        phrase_temporal_questions(workdir, C, FailingBackend())
+        phrase(workdir, C, FailingBackend())
     assert not temporal_dir(workdir, C).exists()
     assert (temporal_dir(workdir, B) / "questions.parquet").read_bytes() == before
     assert not [p for p in (workdir / "temporal").iterdir() if p.name.startswith(".")]
     # the next run with a working model does the whole step
-    summary = phrase_temporal_questions(workdir, C, CountingBackend())
+    summary = phrase(workdir, C, CountingBackend())
     assert summary.phrased > 0 and read_questions(workdir, C) is not None
+
+
+def test_templated_questions_ask_no_model(released_workdir: Path, tmp_path: Path) -> None:
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    shutil.rmtree(workdir / "temporal")
+    for snap in STAGE_DATES:
+        summary = phrase(workdir, snap, FailingBackend(), phrasing="template")
+        assert summary.phrased > 0 and not summary.already_done
+    stored = read_questions(workdir, C).to_pylist()
+    assert {r["generator"].split(":")[0] for r in stored} == {"template"}
+    assert sum(r["status"] == "kept" for r in stored) > 0
+    assert all(r["question"].endswith("?") for r in stored if r["status"] == "kept")
+    # the phrasing decides the stage's digest: switching it is a new run, not a skip
+    again = phrase(workdir, C, CountingBackend(), phrasing="llm")
+    assert not again.already_done
+
+
+def test_a_question_asked_for_another_answer_is_rejected_once_phrased() -> None:
+    def row(qid: str, question: str, answer: str) -> dict:
+        return {"question_id": qid, "question": question, "answer": [answer], "status": "kept",
+                "reason": None, "detail": ""}  # fmt: skip
+
+    old = row("o", "What did 3M acquire in 2008?", "Aearo Technologies")
+    twin = row("t", "What did 3M acquire in 2008?", "Meguiar's")
+    who = row("w", "Who did 3M acquire in 2008?", "Aearo Technologies")  # the wh-word aside
+    other = row("x", "What did 3M acquire in 2010?", "Cogent Systems")
+    _reject_ambiguous([twin, who, other], [old, twin, who, other])
+    # the published question stays; the new ones asking the same are rejected
+    assert [r["reason"] for r in (old, twin, who, other)] == [None, "ambiguous", "ambiguous", None]
+    assert twin["status"] == who["status"] == "rejected"

@@ -1,0 +1,211 @@
+"""Temporal questions written by code from the facts' own words (no model).
+
+The packaged 1.5B model, asked to phrase a question, names kinds the evidence never gives
+("Which video game did Pascal star in?" for a TV series), reverses roles ("Which company was
+merged with American Decca?" stored with American Decca) and doubles prepositions; on the
+item gold half of its questions were right. A fact read off the parse already says who did
+what: its relation is the verb phrase as the sentence writes it, so the question is that verb
+phrase turned around its missing object, with do-support or the auxiliary moved to the
+front, and asks "who" only when the answer is a person:
+
+- C1: "Barclays | acquired | Mercantile Credit | 1975-08" -> "What did Barclays acquire in
+  August 1975?"; "Pugh | was awarded | Trophée Chopard | 2019" -> "What was Pugh awarded in
+  2019?".
+- C2: the same with the interval, "What did 3M acquire between 1980 and August 2010?".
+- C3: the first fact's question with the second fact as a relative clause on the answer:
+  a bridge "... that moved to Saint Paul in 1910?", a shared object "... that CBS
+  Corporation founded in 2006?".
+- timeline: "What did X receive most recently?"; a noun relation ("head coach", as LLM
+  quadruples may have) "Who is the current head coach of Chelsea F.C.?".
+
+A relation the parse cannot turn (no verb, a verb form that takes no do-support such as
+"leading") gets no question (``no_template``). The questions then pass the same checks as
+the model's (:func:`pipeline.temporal.phrasing.question_problem`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pipeline.syntax import find_span, nlp_with_entities, parse
+from pipeline.temporal.phrasing import Phrasing, recheck
+from pipeline.temporal.questions import Fact, QuestionSpec, time_phrase_of
+
+# Stamped on every templated question and part of the temporal stage's digest.
+TEMPLATE_VERSION = "temporal-template-1"
+_BE = frozenset("is are was were".split())  # noqa: SIM905
+_AUXILIARIES = _BE | frozenset(
+    "has have had will would can could may might must shall should".split()  # noqa: SIM905
+)
+_DO_SUPPORT = {"VBD": "did", "VBN": "did", "VBZ": "does", "VBP": "do"}
+
+
+def template_id() -> str:
+    """The generator stamped on templated questions: the template version and the parser."""
+    meta = nlp_with_entities().meta
+    package = f"{meta.get('lang', 'en')}_{meta.get('name', '?')}-{meta.get('version', '?')}"
+    return f"template:{TEMPLATE_VERSION}:{package}"
+
+
+@dataclass(frozen=True)
+class _Turned:
+    """A fact's relation turned around its object: ``{wh} {aux} {subject} {rest}``."""
+
+    wh: str
+    aux: str  # "" for a noun relation
+    subject: str
+    rest: str
+    noun: str  # the relation when it is a noun ("head coach"), else ""
+
+
+def _span(name: str, evidence: str) -> Any | None:
+    return find_span(parse(evidence), name) if evidence else None
+
+
+def _with_article(name: str, evidence: str) -> str:
+    """``name`` with the "the" its sentence gives it ("the Nuggets"); not one that belongs to
+    a longer noun ("the Time Warner merger")."""
+    span = _span(name, evidence)
+    if span is None or span.start == 0 or name[:4].lower() == "the ":
+        return name
+    before = span.doc[span.start - 1]
+    if before.lower_ == "the" and span.start <= before.head.i < span.end:
+        return f"the {name}"
+    return name
+
+
+def _is_person(name: str, evidence: str) -> bool:
+    """Whether the evidence's parse calls ``name`` a person: a PERSON entity of two words or
+    more spelling the whole name, or its end after lowercase titles ("guard Allen Iverson").
+    One capitalised word alone is too often a place or a firm the tagger took for a name."""
+    span = _span(name, evidence)
+    if span is None:
+        return False
+    named = [t for t in span if t.ent_type_ == "PERSON"]
+    titles = span[: len(span) - len(named)]
+    return (
+        len(named) >= 2
+        and all(t.ent_type_ == "PERSON" for t in span[len(titles) :])
+        and all(t.is_lower and t.pos_ == "NOUN" for t in titles)
+    )
+
+
+def _relation_tokens(subject: str, relation: str, obj: str) -> list[Any]:
+    """The relation's tokens in the parse of "subject relation object."."""
+    doc = parse(f"{subject} {relation} {obj}.")
+    start = len(subject) + 1
+    return [t for t in doc if start <= t.idx < start + len(relation)]
+
+
+def _full_name(subject: str, title: str) -> str:
+    """The article's person named in full where the sentence uses the surname ("Altman" of
+    "Sam Altman"): a question asked without the page needs the whole name. Only the last word
+    of a title the parser calls a person ("Tesla" of "Tesla Model Y" is the company)."""
+    name = re.sub(r"\s*\(.*\)$", "", title)
+    names = name.split()
+    if len(names) < 2 or subject != names[-1]:
+        return subject
+    people = [e for e in parse(name).ents if e.label_ == "PERSON"]
+    return name if people and people[0].text == name else subject
+
+
+def _subject(fact: Fact) -> str:
+    """How a question names the fact's subject: with its sentence's "the" ("the Dolphins":
+    no person, whatever the tagger makes of "Miami Dolphins"), else in full."""
+    with_article = _with_article(fact.subject, fact.evidence_text)
+    if with_article != fact.subject:
+        return with_article
+    return _full_name(fact.subject, fact.title)
+
+
+def turn(fact: Fact) -> _Turned | None:
+    """The fact's relation turned into a question about its object, or None."""
+    subject = _subject(fact)
+    words = _relation_tokens(fact.subject, fact.relation, fact.object)
+    # "moved to Saint Paul": a place, whatever the entity tagger says.
+    to_place = fact.relation.split()[-1:] in (["to"], ["in"], ["at"], ["into"], ["from"])
+    wh = "Who" if _is_person(fact.object, fact.evidence_text) and not to_place else "What"
+    verbs = [i for i, t in enumerate(words) if t.pos_ in ("VERB", "AUX")]
+    if not words:
+        return None
+    if not verbs:
+        return _Turned(wh, "", subject, "", fact.relation)
+    first = verbs[0]
+    before = [t.text for t in words[:first]]  # "also", "officially": after the subject
+    verb, after = words[first], [t.text for t in words[first + 1 :]]
+    lower = verb.lower_
+    if lower in _BE or (
+        lower in _AUXILIARIES and any(t.pos_ == "VERB" for t in words[first + 1 :])
+    ):
+        return _Turned(wh, lower, subject, " ".join([*before, *after]), "")
+    aux = _DO_SUPPORT.get(verb.tag_)
+    if aux is None:
+        return None
+    return _Turned(wh, aux, subject, " ".join([*before, verb.lemma_.lower(), *after]), "")
+
+
+def _join(*parts: str) -> str:
+    return " ".join(p for p in parts if p)
+
+
+def _main(turned: _Turned, time: str) -> str:
+    if turned.noun:
+        return _join(turned.wh, "was the", turned.noun, "of", turned.subject, time)
+    if time and turned.rest.split()[-1:] == time.split()[:1]:
+        # "What was X based in in 1965?" reads as a slip: the time goes first.
+        asked = _join(turned.wh.lower(), turned.aux, turned.subject, turned.rest)
+        return f"{time[0].upper()}{time[1:]}, {asked}"
+    return _join(turned.wh, turned.aux, turned.subject, turned.rest, time)
+
+
+def _relative(fact: Fact, shape: str) -> str | None:
+    """The second fact of a C3 question as a clause on the shared entity: "that moved to
+    Saint Paul in 1910" (bridge), "that CBS Corporation founded in 2006" (shared object)."""
+    time = time_phrase_of(fact)
+    if shape == "bridge":
+        return _join("that", fact.relation, _with_article(fact.object, fact.evidence_text), time)
+    words = _relation_tokens(fact.subject, fact.relation, fact.object)
+    if not any(t.pos_ in ("VERB", "AUX") for t in words):
+        return None
+    return _join("that", _subject(fact), fact.relation, time)
+
+
+def template_question(spec: QuestionSpec) -> str | None:
+    """The question for ``spec`` built from its facts' words, or None when a relation
+    cannot be turned into one."""
+    first = spec.facts[0]
+    turned = turn(first)
+    if turned is None:
+        return None
+    if spec.category == "C2":
+        people = all(_is_person(f.object, f.evidence_text) for f in spec.facts)
+        turned = replace(turned, wh="Who" if people else "What")
+        text = _main(turned, spec.time_phrase)
+    elif spec.category == "C3":
+        clause = _relative(spec.facts[1], spec.shape)
+        if clause is None:
+            return None
+        text = _join(_main(turned, time_phrase_of(first)), clause)
+    elif spec.category == "timeline":
+        if turned.noun:
+            text = _join(turned.wh, "is the current", turned.noun, "of", turned.subject)
+        else:
+            text = _main(turned, "most recently")
+    else:
+        text = _main(turned, time_phrase_of(first))
+    return text + "?"
+
+
+def template_phrasings(specs: Sequence[QuestionSpec]) -> list[Phrasing]:
+    """Every spec's templated question, checked as the model's are."""
+    out = []
+    for spec in specs:
+        question = template_question(spec)
+        checked = recheck(spec, question)
+        out.append(
+            checked or Phrasing(spec.question_id, None, "no_template", spec.facts[0].relation)
+        )
+    return out
