@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import date
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -102,16 +102,28 @@ class _Runtime:
         return make_source(self.cfg, self.workdir, snapshot_date=date.fromisoformat(snapshot))[0]
 
 
-@lru_cache(maxsize=8)
-def _runtime_for(config_json: str, thread_id: int) -> _Runtime:
-    # One runtime per thread: spaCy pipelines and SQLite connections are not shared across
-    # threads, and the models are loaded once per worker thread, not once per task.
-    return _Runtime(Config.model_validate_json(config_json))
+# One runtime per (config, thread): spaCy pipelines and SQLite connections are not shared
+# across threads, and the models are loaded once per worker thread, not once per task. Sized
+# from flow.workers (and the flow's own thread), so that no worker's models are evicted and
+# loaded again while the flow runs; the least recently used go first.
+_RUNTIMES: OrderedDict[tuple[str, int], _Runtime] = OrderedDict()
+_RUNTIMES_LOCK = threading.Lock()
 
 
 def runtime(config: dict[str, Any]) -> _Runtime:
     """The models for ``config`` in the calling worker thread."""
-    return _runtime_for(Config.model_validate(config).model_dump_json(), threading.get_ident())
+    cfg = Config.model_validate(config)
+    key = (cfg.model_dump_json(), threading.get_ident())
+    with _RUNTIMES_LOCK:
+        if key in _RUNTIMES:
+            _RUNTIMES.move_to_end(key)
+            return _RUNTIMES[key]
+    made = _Runtime(cfg)  # outside the lock: only this thread builds its own
+    with _RUNTIMES_LOCK:
+        _RUNTIMES[key] = made
+        while len(_RUNTIMES) > cfg.flow.workers + 1:
+            _RUNTIMES.popitem(last=False)
+    return made
 
 
 # --------------------------------------------------------------------------- stage parts

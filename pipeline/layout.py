@@ -417,9 +417,10 @@ def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
     return read_marker(path, LedgerSummary)
 
 
-def previous_snapshot(workdir: str | Path, snapshot: str) -> str | None:
-    """The snapshot the ledger was maintained from on its way to ``snapshot`` (None: the
-    first)."""
+def ledger_previous(workdir: str | Path, snapshot: str) -> str | None:
+    """The snapshot the ledger at ``snapshot`` was maintained from, as its summary recorded
+    (None: the first). Which snapshot a new one is compared with is decided once, by
+    :func:`previous_release`."""
     return read_ledger_summary(workdir, snapshot).previous
 
 
@@ -491,12 +492,8 @@ def read_release_table(workdir: str | Path, snapshot: str, name: str) -> pa.Tabl
 
 
 def previous_release(workdir: str | Path, snapshot: str) -> str | None:
-    """The latest release older than ``snapshot`` (what the new snapshot is compared with)."""
+    """The latest release older than ``snapshot``: what a new snapshot is compared with, by
+    `wikidrift generate` (no --previous), `wikidrift run` and the flows alike. A snapshot
+    taken but never released is skipped (its items never entered the ledger)."""
     earlier = [s for s in list_releases(workdir) if s < snapshot]
-    return earlier[-1] if earlier else None
-
-
-def previous_snapshot_of(workdir: str | Path, snapshot: str) -> str | None:
-    """The latest complete snapshot older than ``snapshot`` (what generation compares with)."""
-    earlier = [d for d in list_snapshots(workdir) if d < snapshot]
     return earlier[-1] if earlier else None

@@ -51,11 +51,11 @@ from pipeline.layout import (
     LEDGER_FILES,
     labels_dir,
     ledger_dir,
+    ledger_previous,
     ledger_snapshots,
     list_releases,
     outputs_intact,
     own_marker,
-    previous_snapshot,
     read_generation_summary,
     read_label_summary,
     read_labels,
@@ -152,7 +152,7 @@ def _input_files(workdir: Path, snapshot: str, previous: str | None) -> list[Pat
     if previous is None:
         return [*files, snapshot_dir(workdir, snapshot) / "sentences.parquet"]
     for snap in ledger_snapshots(workdir):
-        before = previous_snapshot(workdir, snap) if snap <= snapshot else None
+        before = ledger_previous(workdir, snap) if snap <= snapshot else None
         if before is not None:
             files.append(labels_dir(workdir, before, snap) / "sentence_labels.parquet")
     return files
@@ -211,7 +211,7 @@ def plan_release(
             f"the ledger has no state for {snapshot}: generate items and update the ledger first "
             "(`wikidrift run` does every stage)"
         )
-    previous = previous_snapshot(workdir, snapshot)
+    previous = ledger_previous(workdir, snapshot)
     inputs = verified_inputs(workdir, _input_files(workdir, snapshot, previous))
     return ReleaseJob(
         str(workdir),

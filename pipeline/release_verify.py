@@ -13,8 +13,8 @@ from pipeline.config import config_hash as compute_config_hash
 from pipeline.errors import WikidriftError
 from pipeline.layout import (
     ledger_dir,
+    ledger_previous,
     previous_release,
-    previous_snapshot,
     read_manifest,
     read_release_table,
     release_dir,
@@ -263,7 +263,7 @@ def _source_problems(
                     f"{name}: {len(missing)} revision(s) in {column} not in {out.name}: {shown}"
                 )
     try:
-        previous = previous_snapshot(workdir, snapshot)
+        previous = ledger_previous(workdir, snapshot)
         want = sources_table(
             workdir, snapshot, previous, tables, site=wiki_site(config), revisions=revisions
         )

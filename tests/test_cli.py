@@ -130,9 +130,17 @@ def test_generate_dry_run_estimates_without_calling(
             ]
         )
         assert server.chat_requests == []
-    out = capsys.readouterr().out
-    assert code == 0 and "dry run 2024-01-01: requests=" in out and "cost_usd<=" in out
-    assert int(out.split("requests=")[1].split()[0]) > 0
+        out = capsys.readouterr().out
+        assert code == 0 and "dry run 2024-01-01: requests=" in out and "cost_usd<=" in out
+        assert int(out.split("requests=")[1].split()[0]) > 0
+        # a later snapshot is compared with the latest release, as `wikidrift run` does; the
+        # snapshot taken before it but never released is named, not silently used
+        args = ["generate", "--snapshot", STAGE_DATES[1], "--dry-run", "--workdir", str(workdir)]
+        assert main([*args, "--profile", "offline", "--config", str(config)]) == 0
+        err = capsys.readouterr().err
+        assert f"note: snapshot {STAGE_DATES[0]} has no release" in err
+        assert f"pass --previous {STAGE_DATES[0]}" in err
+        assert server.chat_requests == []
 
 
 def test_serve_starts_a_scheduled_deployment(tmp_path: Path) -> None:

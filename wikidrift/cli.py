@@ -185,7 +185,7 @@ def cmd_label(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     """``wikidrift generate``: QA, dialogues and quadruples for one snapshot."""
     from pipeline.generate.stage import generate_items
-    from pipeline.layout import previous_snapshot_of
+    from pipeline.layout import list_snapshots, previous_release
     from pipeline.runtime import base_embedder, cached_embedder, dry_run_line, llm_from_config
 
     overrides: dict[str, Any] = {}
@@ -196,9 +196,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     cfg = _load(args, overrides)
     workdir = Path(cfg.workdir)
     snapshot = args.snapshot.isoformat()
-    previous = (
-        args.previous.isoformat() if args.previous else previous_snapshot_of(workdir, snapshot)
-    )
+    previous = args.previous.isoformat() if args.previous else previous_release(workdir, snapshot)
+    unreleased = [d for d in list_snapshots(workdir) if (previous or "") < d < snapshot]
+    if not args.previous and unreleased:
+        print(
+            f"note: snapshot {unreleased[-1]} has no release; comparing {snapshot} with "
+            f"{previous or 'nothing (an initial generation)'}, as `wikidrift run` would "
+            f"(release it first, or pass --previous {unreleased[-1]})",
+            file=sys.stderr,
+        )
     embedder = cached_embedder(base_embedder(cfg), workdir)
     llm = llm_from_config(cfg, workdir, start=not args.dry_run)
     if args.dry_run:
@@ -709,7 +715,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("generate", help="generate QA, dialogues and quadruples for a snapshot")
     p.add_argument("--snapshot", type=_iso_date, required=True)
-    p.add_argument("--previous", type=_iso_date, help="previous snapshot (default: the one before)")
+    p.add_argument(
+        "--previous", type=_iso_date, help="snapshot to compare with (default: the latest release)"
+    )
     p.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and cost")
     p.add_argument("--max-cost-usd", type=float, help="stop before spending more than this")
     p.add_argument("--batch-api", action="store_true", help="OpenAI Batch API (50%% cheaper)")

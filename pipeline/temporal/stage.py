@@ -21,10 +21,10 @@ from pipeline.generate.prompts import load_prompt
 from pipeline.layout import (
     done_before,
     ledger_dir,
+    ledger_previous,
     output_fingerprints,
     outputs_intact,
     own_marker,
-    previous_snapshot,
     read_questions,
     temporal_dir,
     verified_inputs,
@@ -100,7 +100,7 @@ def plan_temporal(
 ) -> TemporalJob:
     """Describe the phrasing of the questions the facts at ``snapshot`` newly allow."""
     workdir = Path(workdir)
-    previous = previous_snapshot(workdir, snapshot)
+    previous = ledger_previous(workdir, snapshot)
     choices = {"limit": max_new, "phrasing": phrasing, "c2": c2}
     digest, inputs = _digest(workdir, snapshot, previous, choices)
     return TemporalJob(str(workdir), snapshot, previous, digest, inputs, max_new, phrasing, c2)

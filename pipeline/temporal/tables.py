@@ -32,8 +32,8 @@ import pyarrow as pa
 
 from pipeline.fact_keys import normalize_key
 from pipeline.layout import (
+    ledger_previous,
     ledger_snapshots,
-    previous_snapshot,
     read_evidence,
     read_items,
     read_labels,
@@ -103,7 +103,7 @@ def _qa_chain_rows(workdir: Path, items: list[dict], revisions: Revisions) -> li
         by_snapshot[it["created_snapshot"]].append(it)
     rows: list[dict] = []
     for created, group in sorted(by_snapshot.items()):
-        before = previous_snapshot(workdir, created)
+        before = ledger_previous(workdir, created)
         if before is None:
             continue
         labels = read_labels(workdir, before, created)
@@ -322,7 +322,7 @@ def temporal_tables(
     for snap in ledger_snapshots(workdir):
         if snap > snapshot:
             break
-        before = previous_snapshot(workdir, snap)
+        before = ledger_previous(workdir, snap)
         if before is not None:
             edges += _sentence_edges(workdir, before, snap, revisions)
     edges += _fact_edges(facts, quad_revs)

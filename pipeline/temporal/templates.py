@@ -121,16 +121,20 @@ def _subject(fact: Fact) -> str:
     return _full_name(fact.subject, fact.title)
 
 
-def turn(fact: Fact) -> _Turned | None:
-    """The fact's relation turned into a question about its object, or None."""
-    subject = _subject(fact)
-    words = _relation_tokens(fact.subject, fact.relation, fact.object)
+def _asks_who(fact: Fact) -> bool:
+    """Whether the fact's object is a person, so that its question asks "who"."""
     # "moved to Saint Paul": a place, whatever the entity tagger says.
     to_place = fact.relation.split()[-1:] in (["to"], ["in"], ["at"], ["into"], ["from"])
-    wh = "Who" if _is_person(fact.object, fact.evidence_text) and not to_place else "What"
-    verbs = [i for i, t in enumerate(words) if t.pos_ in ("VERB", "AUX")]
+    return not to_place and _is_person(fact.object, fact.evidence_text)
+
+
+def turn(fact: Fact) -> _Turned | None:
+    """The fact's relation turned into a question about its object, or None."""
+    words = _relation_tokens(fact.subject, fact.relation, fact.object)
     if not words:
         return None
+    subject, wh = _subject(fact), "Who" if _asks_who(fact) else "What"
+    verbs = [i for i, t in enumerate(words) if t.pos_ in ("VERB", "AUX")]
     if not verbs:
         return _Turned(wh, "", subject, "", fact.relation)
     first = verbs[0]
@@ -181,8 +185,7 @@ def template_question(spec: QuestionSpec) -> str | None:
     if turned is None:
         return None
     if spec.category == "C2":
-        people = all(_is_person(f.object, f.evidence_text) for f in spec.facts)
-        turned = replace(turned, wh="Who" if people else "What")
+        turned = replace(turned, wh="Who" if all(map(_asks_who, spec.facts)) else "What")
         text = _main(turned, spec.time_phrase)
     elif spec.category == "C3":
         clause = _relative(spec.facts[1], spec.shape)

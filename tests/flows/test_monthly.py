@@ -353,3 +353,39 @@ def test_the_local_llm_starts_after_the_snapshot_and_never_for_a_failed_one(
     finally:
         monthly.start_llm_before_first_use(None)
     assert calls == []
+
+
+def test_each_worker_thread_keeps_its_models_for_the_run(tmp_path: Path) -> None:
+    """One runtime per worker thread and config, as many as flow.workers allows plus the
+    flow's own thread: a worker's models are never evicted while its flow runs."""
+    import threading
+
+    from flows.monthly import _RUNTIMES, runtime
+
+    _RUNTIMES.clear()
+    config = Config.model_validate({"workdir": str(tmp_path), "flow": {"workers": 3}})
+    config = config.model_dump(mode="json")
+    got: list[object] = []
+    ready, done = threading.Semaphore(0), threading.Event()
+
+    def worker() -> None:  # alive until the end, as a flow's worker threads are
+        got.extend([runtime(config), runtime(config)])  # the same thread: the same models
+        ready.release()
+        done.wait()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads[:3]:
+        t.start()
+    for _ in range(3):
+        ready.acquire()
+    main = runtime(config)
+    assert len({id(r) for r in got}) == 3 and all(got[i] is got[i + 1] for i in (0, 2, 4))
+    assert len(_RUNTIMES) == 4 and main is runtime(config)
+    # a fifth thread is beyond workers + 1: the least recently used runtime goes
+    threads[3].start()
+    ready.acquire()
+    done.set()
+    for t in threads:
+        t.join()
+    assert len(_RUNTIMES) == 4 and main in _RUNTIMES.values() and got[0] not in _RUNTIMES.values()
+    _RUNTIMES.clear()

@@ -85,7 +85,9 @@ def test_from_scratch_articles_have_new_turns_only(
     split: tuple[list[Article], list[Article]],
 ) -> None:
     art = split[0][0]
-    for para in informative_paragraphs(art, CFG):
+    paragraphs = informative_paragraphs(art, CFG)
+    assert paragraphs
+    for para in paragraphs:
         dialogue = _run(dialogue_task(art, para, CFG), good_answer)
         assert isinstance(dialogue, Dialogue)
         assert {t.type for t in dialogue.turns} == {"new"}

@@ -63,9 +63,11 @@ def test_paragraphs_rebuild_the_sentence_table(
     new_articles: list[Article], gen_snapshots_dir: Path
 ) -> None:
     rows = read_snapshot_table(gen_snapshots_dir, NEW, "sentences").to_pylist()
+    assert new_articles
     for art in new_articles:
         mine = [r for r in rows if r["page_id"] == art.page_id]
         paragraphs = art.paragraphs()
+        assert mine and paragraphs
         assert [i for p in paragraphs for i in p.sent_idx] == list(range(len(mine)))
         for p in paragraphs:
             assert {mine[i]["para_idx"] for i in p.sent_idx} == {p.para_idx}

@@ -1,0 +1,214 @@
+"""pipeline.shards: cutting work into shards, and ShardedOutput writing, resuming, merging and
+cleaning up its parts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from pipeline.shards import ShardedOutput, chunk_sizes, chunked, release_memory
+from pipeline.storage import read_parquet, schema_version_of
+
+PAGES = pa.schema([("page_id", pa.int64()), ("text", pa.string())])
+COUNTS = pa.schema([("page_id", pa.int64()), ("n", pa.int32())])
+TABLES = {"pages": PAGES, "counts": COUNTS}
+REQUEST = {"snapshot": "2024-06-01", "pages": [1, 2, 3]}
+
+
+def _shard(*page_ids: int) -> dict[str, pa.Table]:
+    return {
+        "pages": pa.table({"page_id": list(page_ids), "text": [f"p{p}" for p in page_ids]}),
+        "counts": pa.table({"page_id": list(page_ids), "n": [p * 10 for p in page_ids]}),
+    }
+
+
+def _open(out: Path, **kwargs: Any) -> ShardedOutput:
+    kwargs.setdefault("request", REQUEST)
+    return ShardedOutput(out, TABLES, schema_version=2, table_prefix="stage_", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("n", "size", "expected"),
+    [
+        (0, 3, []),
+        (6, 3, [[0, 1, 2], [3, 4, 5]]),
+        (7, 3, [[0, 1, 2], [3, 4, 5], [6]]),
+        (3, 1, [[0], [1], [2]]),
+        (2, 5, [[0, 1]]),
+    ],
+    ids=["empty", "exact-multiple", "remainder", "size-1", "size-over-n"],
+)
+def test_chunked_and_chunk_sizes(n: int, size: int, expected: list[list[int]]) -> None:
+    assert chunked(list(range(n)), size) == expected
+    assert chunk_sizes(n, size) == [len(c) for c in expected]
+
+
+def test_chunked_makes_lists_of_any_sequence() -> None:
+    assert chunked(("a", "b", "c"), 2) == [["a", "b"], ["c"]]
+    assert chunked("abc", 2) == [["a", "b"], ["c"]]
+    items = [1, 2]
+    chunks = chunked(items, 2)
+    chunks[0].append(3)
+    # Each shard is a copy: growing one leaves the caller's list alone.
+    assert items == [1, 2]
+
+
+def test_a_shard_size_of_zero_is_refused() -> None:
+    with pytest.raises(ValueError):
+        chunked([1, 2], 0)
+    with pytest.raises(ValueError):
+        chunk_sizes(2, 0)
+
+
+def test_release_memory_returns_quietly() -> None:
+    assert release_memory() is None
+
+
+def test_a_new_work_area_records_its_request(tmp_path: Path) -> None:
+    work = _open(tmp_path / "out").work
+    assert work == tmp_path / "out" / "_work"
+    assert json.loads((work / "request.json").read_text()) == REQUEST
+    assert [p.name for p in work.iterdir()] == ["request.json"]
+
+
+def test_parts_at_fixed_indices_merge_in_index_order(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sharded = _open(out)
+    # Planned shards may finish out of order (parallel workers).
+    sharded.write_part(_shard(5, 6), {"shard": "c"}, index=2)
+    sharded.write_part(_shard(1), {"shard": "a"}, index=0)
+    assert [(m["_index"], m["shard"]) for m in sharded.completed()] == [(0, "a"), (2, "c")]
+    assert sharded.is_done(0) and sharded.is_done(2)
+    assert not sharded.is_done(1)
+    sharded.write_part(_shard(3, 4), {"shard": "b"}, index=1)
+    part = read_parquet(
+        sharded.work / "part-00001.counts.parquet",
+        expected_table="stage_counts",
+        max_schema_version=2,
+    )
+    # Each part is cast to its table's schema (pa.table() made n an int64).
+    assert part.schema.field("n").type == pa.int32()
+    assert part.to_pylist() == [{"page_id": 3, "n": 30}, {"page_id": 4, "n": 40}]
+
+    assert sharded.finalize() == {"pages": 5, "counts": 5}
+    pages = read_parquet(out / "pages.parquet", expected_table="stage_pages", max_schema_version=2)
+    counts = read_parquet(
+        out / "counts.parquet", expected_table="stage_counts", max_schema_version=2
+    )
+    assert pages["page_id"].to_pylist() == [1, 3, 4, 5, 6]
+    assert pages["text"].to_pylist() == ["p1", "p3", "p4", "p5", "p6"]
+    assert counts.to_pylist()[-1] == {"page_id": 6, "n": 60}
+    assert schema_version_of(out / "pages.parquet") == 2
+    assert counts.schema.field("n").type == pa.int32()
+
+
+def test_a_streamed_part_takes_the_next_index_after_the_finished_ones(tmp_path: Path) -> None:
+    sharded = _open(tmp_path / "out")
+    sharded.write_part(_shard(1), {"i": 0})
+    sharded.write_part(_shard(2), {"i": 1}, index=4)
+    sharded.write_part(_shard(3), {"i": 2})
+    assert [m["_index"] for m in sharded.completed()] == [0, 4, 5]
+    assert sorted(p.name for p in sharded.work.glob("part-00005.*")) == [
+        "part-00005.counts.parquet",
+        "part-00005.done.json",
+        "part-00005.pages.parquet",
+    ]
+
+
+def test_unfinished_parts_are_not_done_and_are_not_merged(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sharded = _open(out)
+    sharded.write_part(_shard(1), {"i": 0}, index=0)
+    sharded.write_part(_shard(2), {"i": 1}, index=1)
+    sharded.write_part(_shard(3), {"i": 2}, index=2)
+    # Part 1 lost one of its tables; part 2 was cut short before its done-file.
+    (sharded.work / "part-00001.counts.parquet").unlink()
+    (sharded.work / "part-00002.done.json").unlink()
+    assert [sharded.is_done(i) for i in range(3)] == [True, False, False]
+    assert [m["_index"] for m in sharded.completed()] == [0]
+    # A streamed part after a crash reuses the first index after the last finished part.
+    sharded.write_part(_shard(4), {"i": 3})
+    assert [m["_index"] for m in sharded.completed()] == [0, 1]
+    assert sharded.finalize() == {"pages": 2, "counts": 2}
+    pages = read_parquet(out / "pages.parquet", expected_table="stage_pages", max_schema_version=2)
+    assert pages["page_id"].to_pylist() == [1, 4]
+
+
+def test_finalize_passes_each_part_through_transform(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sharded = _open(out)
+    sharded.write_part(_shard(1, 2), {"keep": [2]}, index=0)
+    sharded.write_part(_shard(3, 4), {"keep": [3, 4]}, index=1)
+    seen: list[tuple[str, int]] = []
+
+    def keep(name: str, meta: dict[str, Any], table: pa.Table) -> pa.Table:
+        seen.append((name, meta["_index"]))
+        wanted = pa.array(meta["keep"], pa.int64())
+        return table.filter(pc.is_in(table["page_id"], value_set=wanted))
+
+    assert sharded.finalize(keep) == {"pages": 3, "counts": 3}
+    assert seen == [("pages", 0), ("pages", 1), ("counts", 0), ("counts", 1)]
+    counts = read_parquet(
+        out / "counts.parquet", expected_table="stage_counts", max_schema_version=2
+    )
+    assert counts["n"].to_pylist() == [20, 30, 40]
+
+
+def test_finalize_without_parts_writes_empty_tables(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert _open(out).finalize() == {"pages": 0, "counts": 0}
+    pages = read_parquet(out / "pages.parquet", expected_table="stage_pages", max_schema_version=2)
+    assert pages.num_rows == 0
+    assert pages.schema.names == ["page_id", "text"]
+
+
+def test_cleanup_removes_the_work_area_and_keeps_the_final_tables(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sharded = _open(out)
+    sharded.write_part(_shard(1), {}, index=0)
+    sharded.finalize()
+    sharded.cleanup()
+    assert sorted(p.name for p in out.iterdir()) == ["counts.parquet", "pages.parquet"]
+    sharded.cleanup()  # nothing left to remove is no error
+    assert not sharded.work.exists()
+
+
+def test_a_work_area_without_its_request_is_discarded(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sharded = _open(out)
+    sharded.write_part(_shard(1), {}, index=0)
+    (sharded.work / "request.json").unlink()
+    again = _open(out)
+    assert again.completed() == []
+    assert json.loads((again.work / "request.json").read_text()) == REQUEST
+
+
+def test_a_worker_attaches_to_a_prepared_area_without_touching_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _open(out).write_part(_shard(1), {"by": "first"}, index=0)
+    request = (out / "_work" / "request.json").stat()
+    worker = _open(out, attach=True)
+    # Not even the request is written again: the preparing process owns it.
+    after = (worker.work / "request.json").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (request.st_ino, request.st_mtime_ns)
+    assert [m["by"] for m in worker.completed()] == ["first"]
+    worker.write_part(_shard(2), {"by": "worker"}, index=1)
+    assert [m["by"] for m in _open(out).completed()] == ["first", "worker"]
+
+
+def test_attaching_to_another_request_or_no_area_fails_and_deletes_nothing(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="not prepared for this request"):
+        _open(out, attach=True)
+    assert not out.exists()
+    _open(out).write_part(_shard(1), {}, index=0)
+    with pytest.raises(RuntimeError, match="not prepared for this request"):
+        _open(out, request={"snapshot": "2025-01-01"}, attach=True)
+    assert _open(out).is_done(0)
