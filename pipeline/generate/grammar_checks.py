@@ -31,6 +31,26 @@ def premise_problem(question: str, sources: list[str]) -> str:
     return f"the evidence does not say {', '.join(map(repr, missing))}" if missing else ""
 
 
+def side_problem(question: str, sources: list[str]) -> str:
+    """Why the question sets something against someone no source sets anything against, or
+    "": "the case against Smith" where every word is in the sentence but Smith brought the
+    case (the roles swapped)."""
+    set_against = [
+        " ".join(t.text for t in token.subtree)
+        for source in sources
+        if re.search(r"\bagainst\b", source, re.I)
+        for token in parse(source)
+        if token.lower_ == "against"
+    ]
+    for token in parse(question):
+        if token.lower_ != "against":
+            continue
+        names = [t.text for t in token.subtree if t.pos_ == "PROPN"]
+        if names and not any(all(n in phrase for n in names) for phrase in set_against):
+            return f"the evidence does not set anything against {' '.join(names)}"
+    return ""
+
+
 def names_no_subject(question: str, title: str) -> str:
     """Why the question does not name what it is about, or "": it holds no name (a proper
     noun or an acronym after its first word) and no word of the article's title."""

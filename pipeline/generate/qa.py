@@ -67,6 +67,8 @@ RETRY_HINTS: dict[str, str] = {
     "question_names_nothing": "the question does not name who or what it is about.",
     "question_premise_unstated": "the question says something its sentence does not say. Use "
     "only the sentence's own words and facts.",
+    "question_side_unstated": "the question puts someone on the wrong side: keep who did what "
+    "to whom as the sentence says it.",
     "answer_not_attached": "the question asks about another action of the sentence than the "
     "one its answer belongs to. Use the verb the answer goes with.",
     "answers_identical": "the earlier and the current answer are the same.",

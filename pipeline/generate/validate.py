@@ -28,6 +28,7 @@ from pipeline.generate.grammar_checks import (
     names_no_subject,
     premise_problem,
     reply_additions,
+    side_problem,
 )
 from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
 from pipeline.generate.prompts import MAX_CHARS
@@ -93,6 +94,8 @@ REASONS: dict[str, str] = {
     "the title): it leans on a page the player does not see",
     "question_premise_unstated": "the question says a thing, name, number or action its "
     "evidence does not state (a false premise)",
+    "question_side_unstated": "the question sets something against someone its evidence sets "
+    'nothing against ("the case against Smith" where Smith brought it)',
     "answer_not_attached": "the answer belongs to another action of its sentence than the one "
     "the question asks about (its verb, or the noun a count counts, is not in the question)",
     "answer_did_not_change": "a changed QA's answer was already in the old sentence (or the "
@@ -520,6 +523,7 @@ class ItemValidator:
             sources.append(item.old_evidence_text or "")
         unnamed = names_no_subject(item.question, item.title)
         unstated = premise_problem(item.question, sources)
+        sided = side_problem(item.question, sources)
         detached = answer_attachment(item.question, item.answer, [item.evidence_text])
         if not detached and item.type == "changed":
             detached = answer_attachment(
@@ -528,6 +532,7 @@ class ItemValidator:
         return [
             Check("question_names_nothing", not unnamed, unnamed),
             Check("question_premise_unstated", not unstated, unstated),
+            Check("question_side_unstated", not sided, sided),
             Check("answer_not_attached", not detached, detached),
         ]
 

@@ -35,7 +35,7 @@ from pipeline.temporal.phrasing import Phrasing, recheck
 from pipeline.temporal.questions import Fact, QuestionSpec, time_phrase_of
 
 # Stamped on every templated question and part of the temporal stage's digest.
-TEMPLATE_VERSION = "temporal-template-1"
+TEMPLATE_VERSION = "temporal-template-2"
 _BE = frozenset("is are was were".split())  # noqa: SIM905
 _AUXILIARIES = _BE | frozenset(
     "has have had will would can could may might must shall should".split()  # noqa: SIM905
@@ -114,11 +114,14 @@ def _full_name(subject: str, title: str) -> str:
 
 def _subject(fact: Fact) -> str:
     """How a question names the fact's subject: with its sentence's "the" ("the Dolphins":
-    no person, whatever the tagger makes of "Miami Dolphins"), else in full."""
+    no person, whatever the tagger makes of "Miami Dolphins"), else in full; a title's
+    disambiguation goes before the name ("Jack Smith (lawyer)" -> "lawyer Jack Smith")."""
     with_article = _with_article(fact.subject, fact.evidence_text)
     if with_article != fact.subject:
         return with_article
-    return _full_name(fact.subject, fact.title)
+    name = _full_name(fact.subject, fact.title)
+    qualified = re.fullmatch(r"(.+?) \(([^()]+)\)", name)
+    return f"{qualified[2]} {qualified[1]}" if qualified else name
 
 
 def _asks_who(fact: Fact) -> bool:

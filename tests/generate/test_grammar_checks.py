@@ -13,6 +13,7 @@ from pipeline.generate.grammar_checks import (
     names_no_subject,
     premise_problem,
     reply_additions,
+    side_problem,
 )
 
 pytestmark = pytest.mark.slow  # spaCy
@@ -26,6 +27,22 @@ def test_a_premise_the_evidence_does_not_state() -> None:
     # another form of a word the evidence says is no new claim
     said = ["Su was appointed CEO of AMD in 2014."]
     assert premise_problem("When was Su's appointment as CEO of AMD?", said) == ""
+
+
+def test_a_side_taken_against_someone_the_evidence_sets_nothing_against() -> None:
+    # every word is in the sentence, but Smith brought the case (make run, Jack Smith)
+    dismissed = [
+        "The classified documents case was dismissed by judge Aileen Cannon in July 2024, on "
+        "the grounds that Smith was unlawfully appointed as special counsel."
+    ]
+    asked = "What judge dismissed the classified documents case against Smith in July 2024?"
+    assert premise_problem(asked, dismissed) == ""  # every word is there
+    assert "against Smith" in side_problem(asked, dismissed)
+    charged = ["In 2023, Smith brought charges against Donald Trump."]
+    assert side_problem("Who did Smith bring charges against in 2023?", charged) == ""
+    assert side_problem("When did Smith bring charges against Trump?", charged) == ""
+    trump = "When did Trump bring charges against Smith?"
+    assert "against Smith" in side_problem(trump, charged)
 
 
 def test_the_answer_must_belong_to_the_action_asked_about() -> None:

@@ -306,6 +306,19 @@ CASES = [
         ),
         "question_premise_unstated",
     ),
+    (  # Smith brought the case: "against Smith" swaps the sides (make run, Jack Smith)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Jack Smith (lawyer)",
+                question="Which judge dismissed the documents case against Smith in July 2024?",
+                answer="Aileen Cannon",
+                evidence_text="The documents case was dismissed by judge Aileen Cannon in July "
+                "2024, on the grounds that Smith was unlawfully appointed.",
+            ),
+            n_sentences=20,
+        ),
+        "question_side_unstated",
+    ),
     (  # 2012 is when she joined, not when she was appointed
         lambda: QUESTIONS.score_qa(
             qa(

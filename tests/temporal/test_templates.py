@@ -66,6 +66,11 @@ def test_the_articles_person_is_named_in_full() -> None:
     assert c1(Fact(**{**vars(joined), "title": "Sam Altman"})) == (
         "What did Sam Altman join in 2011?"
     )
+    graduated = said("g", "Jack Smith (lawyer)", "graduated from", "Liverpool High School",
+                     "1987", "He graduated from Liverpool High School in 1987.")  # fmt: skip
+    assert c1(Fact(**{**vars(graduated), "title": "Jack Smith (lawyer)"})) == (
+        "What did lawyer Jack Smith graduate from in 1987?"
+    )
     # a team's short name keeps its sentence's "the"; a firm is no surname of its product
     opened = said("o", "Dolphins", "opened", "a training facility", "1993",
                   "In 1993, the Dolphins opened a training facility.")  # fmt: skip
@@ -82,6 +87,9 @@ def test_the_articles_person_is_named_in_full() -> None:
 def test_a_noun_relation_asks_for_the_holder_of_the_role() -> None:
     first = [s for s in question_specs(COACHES) if s.category == "C1"][0]
     assert template_question(first) == "Who was the head coach of Chelsea F.C. in September 2022?"
+    assert template_question(c2_specs(COACHES)[0]) == (
+        "Who was the head coach of Chelsea F.C. between September 2022 and July 2023?"
+    )
     (timeline,) = [s for s in question_specs(COACHES) if s.category == "timeline"]
     assert template_question(timeline) == "Who is the current head coach of Chelsea F.C.?"
 
