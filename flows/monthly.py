@@ -131,13 +131,20 @@ def runtime(config: dict[str, Any]) -> _Runtime:
 STAGES: dict[str, Stage] = {s.name: s for s in (SNAPSHOT_STAGE, LABEL_STAGE, GENERATE_STAGE)}
 
 
+# How a worker's runtime makes each field of Tools.
+_TOOL_MAKERS: dict[str, Callable[[_Runtime, Any], Any]] = {
+    "source": lambda rt, job: rt.source(job.snapshot),
+    "splitter": lambda rt, job: rt.splitter,
+    "labeler": lambda rt, job: rt.labeler,
+    "backend": lambda rt, job: rt.llm.backend,
+    "embedder": lambda rt, job: rt.cached_embedder,
+    "generation": lambda rt, job: rt.cfg.generation,
+}
+
+
 def stage_tools(rt: _Runtime, stage: str, job: Any) -> Tools:
-    """What the parts of ``stage`` work with, from a worker's runtime."""
-    if stage == "snapshot":
-        return Tools(source=rt.source(job.snapshot), splitter=rt.splitter)
-    if stage == "label":
-        return Tools(labeler=rt.labeler)
-    return Tools(backend=rt.llm.backend, embedder=rt.cached_embedder, generation=rt.cfg.generation)
+    """What the parts of ``stage`` work with (the tools it names), from a worker's runtime."""
+    return Tools(**{name: _TOOL_MAKERS[name](rt, job) for name in STAGES[stage].tools})
 
 
 @task(name="stage-part", cache_policy=NO_CACHE)

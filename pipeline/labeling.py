@@ -337,6 +337,7 @@ def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
 LABEL_STAGE: Stage[LabelJob, LabelSummary] = Stage(
     name="label",
     unit="article",
+    tools=("labeler",),
     prepare=lambda job, force: prepare_labels(job, force=force),
     part_sizes=lambda job: chunk_sizes(len(job.page_order), job.shard_pages),
     run_part=lambda job, index, tools: label_part(job, tools.labeler, index),

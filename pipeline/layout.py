@@ -24,9 +24,10 @@ import json
 from collections.abc import Iterable
 from dataclasses import fields
 from datetime import date
+from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_origin, get_type_hints
 
 import pyarrow as pa
 
@@ -70,11 +71,27 @@ def read_marker(path: str | Path, cls: type[Marker]) -> Marker:
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        _check_containers(cls, data)
         return cls(**{k: v for k, v in data.items() if k in known})
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         where = stage_file(path)
         hint = where.advice() if where else ""
         raise DamagedFileError(f"{path} is damaged ({type(exc).__name__}: {exc}){hint}") from None
+
+
+@cache
+def _container_fields(cls: type) -> dict[str, type]:
+    """The fields a marker class declares a dict or a list, with that type."""
+    kinds = {name: get_origin(hint) or hint for name, hint in get_type_hints(cls).items()}
+    return {name: kind for name, kind in kinds.items() if kind in (dict, list)}
+
+
+def _check_containers(cls: type, data: dict[str, Any]) -> None:
+    """Raise ValueError when a field the class declares a dict or a list holds something
+    else ("outputs": [...]): read further, such a marker fails deep inside a stage."""
+    for name, kind in _container_fields(cls).items():
+        if name in data and not isinstance(data[name], kind):
+            raise ValueError(f"{name!r} is not a JSON {'object' if kind is dict else 'array'}")
 
 
 def own_marker(path: str | Path, cls: type[Marker]) -> Marker | None:

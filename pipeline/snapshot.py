@@ -465,6 +465,7 @@ def _finalize(job: SnapshotJob, results: list[dict], seconds: float) -> Snapshot
 SNAPSHOT_STAGE: Stage[SnapshotJob, SnapshotSummary] = Stage(
     name="snapshot",
     unit="article",
+    tools=("source", "splitter"),
     prepare=lambda job, force: prepare_snapshot(job, force=force),
     part_sizes=_part_sizes,
     run_part=_run_part,

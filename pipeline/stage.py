@@ -31,11 +31,19 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline import progress
 from pipeline.errors import WikidriftError
 from pipeline.layout import locks_dir
+
+if TYPE_CHECKING:  # annotations only: the stages import this module
+    from pipeline.align import SentenceLabeler
+    from pipeline.config import GenerationConfig
+    from pipeline.models.embedder import Embedder
+    from pipeline.models.llm.base import LLMBackend
+    from pipeline.sources import SnapshotSource
+    from pipeline.text import SentenceSplitter
 
 log = logging.getLogger(__name__)
 
@@ -109,13 +117,13 @@ def job_digest(blob: Any) -> str:
 class Tools:
     """What the parts of a stage work with (the ones a stage does not use stay None)."""
 
-    source: Any = None  # a SnapshotSource (snapshot)
-    splitter: Any = None  # a SentenceSplitter (snapshot)
-    labeler: Any = None  # a SentenceLabeler (label)
-    backend: Any = None  # an LLMBackend (generate, temporal)
-    embedder: Any = None  # an Embedder (generate)
-    generation: Any = None  # a GenerationConfig (generate)
-    grounding_nli: Any = None  # an NLI grounding check (generate)
+    source: SnapshotSource | None = None  # snapshot
+    splitter: SentenceSplitter | None = None  # snapshot
+    labeler: SentenceLabeler | None = None  # label
+    backend: LLMBackend | None = None  # generate, temporal
+    embedder: Embedder | None = None  # generate
+    generation: GenerationConfig | None = None  # generate
+    grounding_nli: Callable[[str, str], bool] | None = None  # generate (an NLI check)
     notes: Callable[[str], None] | None = None  # receives a note per step of a part
 
 
@@ -127,13 +135,14 @@ class Stage(Generic[Job, Summary]):
     unit: str | None  # what its progress counts (None: a quick step, no progress line)
     prepare: Callable[[Job, bool], Summary | None]  # (job, force) -> stored summary or None
     part_sizes: Callable[[Job], list[int]]  # one entry per part: progress units it finishes
-    run_part: Callable[[Job, int, Any], Any]  # (job, index, tools) -> the part's result
+    run_part: Callable[[Job, int, Tools], Any]  # (job, index, tools) -> the part's result
     finalize: Callable[[Job, list[Any], float], Summary]  # (job, part results, seconds)
     total: Callable[[Job], int | None] = lambda job: 0  # progress units planned (None: unknown)
     recover: Callable[[Path], list[str]] | None = None  # repairs a killed run (under the lock)
+    tools: tuple[str, ...] = ()  # the fields of Tools its parts use (a worker builds those)
 
 
-def serial_parts(stage: Stage, job: Any, tools: Any) -> Callable[[Sequence[int]], list[Any]]:
+def serial_parts(stage: Stage, job: Any, tools: Tools) -> Callable[[Sequence[int]], list[Any]]:
     """Run parts one after another in this process, reporting each part's progress."""
     sizes = stage.part_sizes(job)
 
@@ -147,7 +156,7 @@ def serial_parts(stage: Stage, job: Any, tools: Any) -> Callable[[Sequence[int]]
     return run
 
 
-PartMapper = Callable[[Stage, Any, Any], Callable[[Sequence[int]], list[Any]]]
+PartMapper = Callable[[Stage, Any, Tools], Callable[[Sequence[int]], list[Any]]]
 
 
 def run_stage(
@@ -155,7 +164,7 @@ def run_stage(
     plan: Callable[[], Job],
     *,
     workdir: str | Path,
-    tools: Any,
+    tools: Tools,
     label: str,
     force: bool = False,
     map_parts: PartMapper = serial_parts,

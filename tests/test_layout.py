@@ -320,6 +320,18 @@ def test_a_damaged_marker_is_no_marker_to_its_own_stage(
     assert "\n" not in message
 
 
+def test_a_marker_whose_outputs_are_no_object_is_damaged(tmp_path: Path) -> None:
+    folder, _ = _labels(tmp_path)
+    path = folder / "summary.json"
+    data = json.loads(path.read_text())
+    data["outputs"] = ["sentence_labels.parquet"]
+    path.write_text(json.dumps(data))
+    # the stage runs again instead of failing on a list where a mapping belongs
+    assert own_marker(path, LabelSummary) is None
+    with pytest.raises(DamagedFileError, match="'outputs' is not a JSON object"):
+        read_marker(path, LabelSummary)
+
+
 def test_own_marker_of_a_missing_file_is_none(tmp_path: Path) -> None:
     assert own_marker(tmp_path / "summary.json", LabelSummary) is None
     (tmp_path / "summary.json").mkdir()

@@ -458,6 +458,7 @@ def finalize_generation(job: GenerationJob, *, seconds: float = 0.0) -> Generati
 GENERATE_STAGE: Stage[GenerationJob, GenerationSummary] = Stage(
     name="generate",
     unit="LLM request",  # the backend reports requests as they are planned and answered
+    tools=("backend", "embedder", "generation"),
     prepare=lambda job, force: prepare_generation(job, force=force),
     part_sizes=lambda job: [0] * len(chunk_sizes(len(job.page_order), job.shard_pages)),
     run_part=lambda job, index, tools: generate_part(

@@ -117,6 +117,7 @@ def _stored(job: TemporalJob, force: bool) -> TemporalSummary | None:
 TEMPORAL_STAGE: Stage[TemporalJob, TemporalSummary] = Stage(
     name="temporal",
     unit="LLM request",  # the backend reports requests as they are planned and answered
+    tools=("backend",),
     prepare=_stored,
     part_sizes=lambda job: [0],
     run_part=lambda job, index, tools: _phrase(job, tools.backend),

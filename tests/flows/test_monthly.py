@@ -389,3 +389,15 @@ def test_each_worker_thread_keeps_its_models_for_the_run(tmp_path: Path) -> None
         t.join()
     assert len(_RUNTIMES) == 4 and main in _RUNTIMES.values() and got[0] not in _RUNTIMES.values()
     _RUNTIMES.clear()
+
+
+def test_every_sharded_stage_names_tools_a_worker_can_make() -> None:
+    from dataclasses import fields
+
+    from flows.monthly import _TOOL_MAKERS, STAGES
+    from pipeline.stage import Tools
+
+    names = {f.name for f in fields(Tools)}
+    assert set(STAGES) == {"snapshot", "label", "generate"}
+    for stage in STAGES.values():
+        assert stage.tools and set(stage.tools) <= set(_TOOL_MAKERS) <= names, stage.name
