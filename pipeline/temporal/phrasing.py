@@ -226,6 +226,4 @@ def phrase_questions(specs: Sequence[QuestionSpec], backend: LLMBackend) -> list
         [phrasing_request(s) for s in specs], on_response=lambda _i, _r: progress.advance()
     )
     require_answered(responses, backend)
-    return without_ambiguity(
-        specs, [read_phrasing(s, r) for s, r in zip(specs, responses, strict=True)]
-    )
+    return [read_phrasing(s, r) for s, r in zip(specs, responses, strict=True)]
