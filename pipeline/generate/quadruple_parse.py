@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.dates import MONTH_NUMBERS, iso_date
-from pipeline.syntax import nlp_with_entities, parse
+from pipeline.syntax import parse, parser_package
 
 # Bump when a change of the rules changes which quadruples are read: stored generation runs
 # are then redone (the generation digest covers it) and items name the rules they came from.
@@ -82,9 +82,7 @@ _MONTHS = re.compile(r"\b(" + "|".join(MONTH_NUMBERS) + r")\b", re.IGNORECASE)
 
 def parser_id() -> str:
     """The generator stamped on parsed quadruples: the rules and the spaCy package."""
-    meta = nlp_with_entities().meta
-    package = f"{meta.get('lang', 'en')}_{meta.get('name', '?')}-{meta.get('version', '?')}"
-    return f"parse:{PARSE_RULES}:{package}"
+    return f"parse:{PARSE_RULES}:{parser_package()}"
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pipeline.syntax import find_span, nlp_with_entities, parse
+from pipeline.syntax import find_span, parse, parser_package
 from pipeline.temporal.phrasing import Phrasing, recheck
 from pipeline.temporal.questions import Fact, QuestionSpec, time_phrase_of
 
@@ -45,9 +45,7 @@ _DO_SUPPORT = {"VBD": "did", "VBN": "did", "VBZ": "does", "VBP": "do"}
 
 def template_id() -> str:
     """The generator stamped on templated questions: the template version and the parser."""
-    meta = nlp_with_entities().meta
-    package = f"{meta.get('lang', 'en')}_{meta.get('name', '?')}-{meta.get('version', '?')}"
-    return f"template:{TEMPLATE_VERSION}:{package}"
+    return f"template:{TEMPLATE_VERSION}:{parser_package()}"
 
 
 @dataclass(frozen=True)
