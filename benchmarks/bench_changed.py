@@ -19,6 +19,11 @@ even those the alignment settles by itself. ``--split test`` keeps the newest da
 and without the judge (seconds per article, judge calls, how many labels the judge changed);
 with ``--classifier`` also with the update classifier on.
 
+``--in-context`` labels all 36 wikisnap articles over their four date pairs, as a run would
+(real gaps and counterparts; the pairs of a gold row may differ from the labeler's own), and
+scores each gold pair by the label its new sentence got, for the training and the test
+articles apart (``--judge none`` for the rules alone).
+
 ``--grouped`` measures generalization to unseen articles (issue 33): the gold set is split BY
 ARTICLE into the frozen test articles (:data:`TEST_ARTICLES`, 12 of 36, two per category,
 drawn once with ``random.Random(33)`` and never tuned on) and the 24 training articles, which
@@ -143,10 +148,12 @@ def label_gold(
 
 
 def _judge_alone(gold: list[dict], labeler: Any) -> dict:
-    """Changed when the judge says so, for every pair it can be asked about (a value replaced,
-    however closely the sentences match, a value moved and changed, a plan carried out);
-    the other labels as the alignment gives them."""
+    """Changed when the judge says so, for every pair of every askable class
+    (:data:`pipeline.changes.ASKABLE_CLASSES`: a value replaced, however closely the sentences
+    match, a value moved and changed, a plan carried out); the other labels as the alignment
+    gives them. ``asked`` holds (gold index, pair class, verdict) for the per-class table."""
     from pipeline.changes import (
+        ASKABLE_CLASSES,
         ELABORATION,
         REWORDING,
         UNCERTAIN,
@@ -173,7 +180,7 @@ def _judge_alone(gold: list[dict], labeler: Any) -> dict:
         if verdict.kind == UPDATE:
             loose = "value_replaced_loosely" if slots.replaced else "planned_to_done"
             verdict = PairClass(UNCERTAIN, loose, verdict.detail)
-        question = judge_question(old, new, verdict, slots)
+        question = judge_question(old, new, verdict, slots, ASKABLE_CLASSES)
         questions.append(question)
         if verdict.kind in (ELABORATION, REWORDING):
             labels.append(UNCHANGED)
@@ -183,15 +190,46 @@ def _judge_alone(gold: list[dict], labeler: Any) -> dict:
             labels.append(NEW if similarity <= 0.705 else UNLABELED)
         rules.append(verdict.rule)
     asked = [k for k, q in enumerate(questions) if q is not None]
-    for k, verdict in zip(asked, labeler.judge.settle([questions[k] for k in asked]), strict=True):
+    verdicts = labeler.judge.settle([questions[k] for k in asked])
+    for k, verdict in zip(asked, verdicts, strict=True):
         if verdict is True:
             labels[k], rules[k] = CHANGED, "judge_confirmed"
     return {
         "labels": labels,
         "rules": rules,
         "judge_questions": len(asked),
+        "asked": [(k, questions[k].pair_class, v) for k, v in zip(asked, verdicts, strict=True)],
         "seconds": time.perf_counter() - started,
     }
+
+
+def judge_by_class(gold: list[dict], asked: list[tuple[int, str, bool | None]]) -> list[str]:
+    """The judge's calls per class of uncertain pair, on the training and on the test
+    articles: how often it was asked, how often it said "update" and was right (precision),
+    how many gold updates it found and missed, how often it gave no usable answer."""
+    lines = [
+        "class                              split  asked  update(right)  precision  "
+        "no_update(missed)  no_answer"
+    ]
+    for cls in sorted({c for _, c, _ in asked}):
+        for split, in_test in (("train", False), ("test", True)):
+            rows = [
+                (gold[k]["gold"], v)
+                for k, c, v in asked
+                if c == cls and (gold[k]["title"] in TEST_ARTICLES) == in_test
+            ]
+            if not rows:
+                continue
+            yes = [g for g, v in rows if v is True]
+            no = [g for g, v in rows if v is False]
+            right = yes.count("UPDATE")
+            precision = f"{right / len(yes):.2f}" if yes else "n/a"
+            lines.append(
+                f"{cls:34s} {split:5s} {len(rows):6d} {len(yes):6d}({right:3d})     "
+                f"{precision:>9s} {len(no):8d}({no.count('UPDATE'):3d})       "
+                f"{sum(v is None for _, v in rows):6d}"
+            )
+    return lines
 
 
 def report(gold: list[dict], result: dict) -> list[str]:
@@ -306,6 +344,59 @@ def grouped_evaluation(gold: list[dict], judge: str, workdir: Path) -> list[str]
     return lines
 
 
+def in_context(gold: list[dict], judge: str, workdir: Path) -> list[str]:
+    """Every gold pair's new sentence as the labeler labels it inside its article: all 36
+    wikisnap articles labeled over their four date pairs (real gaps, real counterparts, the
+    configured judge), each gold pair scored by the label of its new sentence; figures for the
+    training articles, the frozen test articles and all, and the seconds per article pair."""
+    from pipeline.labeling import label_snapshots
+    from pipeline.layout import read_labels
+    from pipeline.runtime import judge_from_config, llm_from_config
+    from pipeline.text import SentenceSplitter
+    from tests.conftest import WIKISNAP, WIKISNAP_DATES, build_wikisnap_snapshots
+
+    manifest = json.loads((WIKISNAP / "MANIFEST.json").read_text())
+    page_ids = tuple(sorted(int(a["page_id"]) for a in manifest["articles"]))
+    if not (workdir / "snapshots").is_dir():
+        build_wikisnap_snapshots(workdir, WIKISNAP_DATES, page_ids, SentenceSplitter())
+    shutil.rmtree(workdir / "labels", ignore_errors=True)
+    cfg = load_config(profile="offline", overrides=_judge_overrides(judge))
+    labeler = make_labeler(
+        cfg, workdir, judge=judge_from_config(cfg, llm_from_config(cfg, workdir))
+    )
+    labeler.embedder.embed(["warm up"])
+    labeler.facts.entity_spans_many(["Warm up the NER model in Paris."])
+    by_id: dict[str, tuple[str, str]] = {}
+    seconds = 0.0
+    for old, new in zip(WIKISNAP_DATES, WIKISNAP_DATES[1:], strict=False):
+        started = time.perf_counter()
+        label_snapshots(workdir, old, new, labeler)
+        seconds += time.perf_counter() - started
+        for r in read_labels(workdir, old, new).to_pylist():
+            if r["new_idx"] is not None:
+                by_id[f"{r['page_id']}:{old}:{new}:{r['new_idx']}"] = (r["label"], r["rule"])
+    calls = labeler.judge.calls if labeler.judge else 0
+    lines = []
+    for name, rows in (
+        ("training articles", [g for g in gold if g["title"] not in TEST_ARTICLES]),
+        ("test articles", [g for g in gold if g["title"] in TEST_ARTICLES]),
+        ("all articles", gold),
+    ):
+        labels = [by_id[g["id"]] for g in rows]
+        result = {
+            "labels": [label for label, _ in labels],
+            "rules": [rule for _, rule in labels],
+            "judge_questions": calls,
+            "seconds": seconds,
+        }
+        lines += [f"== in context: {name}"] + report(rows, result)[:-3]
+    per_pair = seconds / (len(page_ids) * (len(WIKISNAP_DATES) - 1))
+    lines.append(
+        f"seconds={seconds:.1f} seconds_per_article_pair={per_pair:.3f} judge_calls={calls}"
+    )
+    return lines
+
+
 def time_articles(
     old: str, new: str, judge: str, workdir: Path, *, classifier: bool = False
 ) -> list[str]:
@@ -368,6 +459,9 @@ def main() -> None:
     parser.add_argument(
         "--grouped", action="store_true", help="article-grouped CV and frozen test split"
     )
+    parser.add_argument(
+        "--in-context", action="store_true", help="label the gold pairs inside their articles"
+    )
     args = parser.parse_args()
     if args.articles:
         old, _, new = args.articles.partition(":")
@@ -384,10 +478,15 @@ def main() -> None:
     if args.grouped:
         print("\n".join(grouped_evaluation(gold, args.judge, workdir)))
         return
+    if args.in_context:
+        print("\n".join(in_context(gold, args.judge, workdir)))
+        return
     result = label_gold(
         gold, args.judge, workdir, judge_only=args.judge_only, classifier=args.classifier
     )
     print("\n".join(report(gold, result)))
+    if "asked" in result:
+        print("\n".join(judge_by_class(gold, result["asked"])))
     if args.dump:
         with args.dump.open("w") as fh:
             for g, label, rule in zip(gold, result["labels"], result["rules"], strict=True):

@@ -994,7 +994,9 @@ class SentenceLabeler:
                 label, rule, model = self._classify(x, s, label, rule, model)
         keeps = [] if label == NEW else [i]
         question = (
-            judge_question(old, new, verdict, slots) if self.judge and label == UNLABELED else None
+            judge_question(old, new, verdict, slots, self.judge.classes)
+            if self.judge and label == UNLABELED
+            else None
         )
         return _Decision(
             label, rule, model, keeps, s, reason=verdict.detail or None, question=question

@@ -49,7 +49,7 @@ UPDATE, ELABORATION, REWORDING, DIFFERENT, UNCERTAIN = (
 
 # Raised whenever a rule below decides a pair differently: the labeling stage's digest holds
 # it, so labels made by older rules are rebuilt, not reused.
-RULES_VERSION = 4
+RULES_VERSION = 5
 
 # Share of each sentence's words that must stay in place for a replaced value to be read as
 # an update of the same statement (measured on the gold set: below it, most "replacements"
@@ -82,6 +82,7 @@ _HAPPENED = re.compile(
     re.I,
 )
 _PRESENT = re.compile(r"\b(is|are|has|have)\b", re.I)
+_REPORTED = re.compile(r"\b(would|could)\b", re.I)
 _PAST = re.compile(r"\b(was|were|had)\b", re.I)
 _NEGATION = re.compile(r"\b(not|never|no|none|neither|nor|without)\b", re.I)
 _ACRONYM = re.compile(r"\b[A-Z][A-Z0-9]{1,5}\b")
@@ -163,7 +164,10 @@ def status_signal(slots: SlotDiff) -> str | None:
     """A change of status the values do not show, or None: something planned that happened
     ("will play" -> "played"), an ongoing state that ended, a negation that came or went."""
     gone, came = slots.deleted_words, slots.inserted_words
-    if _PLANNED.search(gone) and not _PLANNED.search(came) and _HAPPENED.search(came):
+    # A plan whose words were replaced by others, not by reported speech ("will remain" ->
+    # "would remain"): maybe done ("played"), maybe now so ("will have" -> "has").
+    plan_gone = _PLANNED.search(gone) and not _PLANNED.search(came) and came.strip()
+    if plan_gone and not _REPORTED.search(came):
         return "planned_to_done"
     if _ENDED.search(came):
         return "ended_or_excepted"
@@ -174,6 +178,86 @@ def status_signal(slots: SlotDiff) -> str | None:
     if _PRESENT.search(gone) and _PAST.search(came):
         return "present_to_past"
     return None
+
+
+# A firm plan (not "may", "might", "could": a rumour that came true is another statement) and
+# the verb it plans, adverbs skipped; a passive plan ("will be released") is left to the judge.
+_FIRM_PLAN = re.compile(
+    r"\b(?:will|shall|set to|scheduled to|expected to|plans? to|planned to|intends? to)"
+    r"(?:\s+(?:also|next|soon|then|later|first|now))*\s+(?!be\b)([a-z]+)\b",
+    re.I,
+)
+_IRREGULAR_PAST = {
+    "be": ("was", "were"),
+    "become": ("became",),
+    "begin": ("began",),
+    "build": ("built",),
+    "buy": ("bought",),
+    "come": ("came",),
+    "do": ("did",),
+    "get": ("got",),
+    "give": ("gave",),
+    "go": ("went",),
+    "have": ("had",),
+    "hold": ("held",),
+    "join": ("joined",),
+    "keep": ("kept",),
+    "lead": ("led",),
+    "leave": ("left",),
+    "lose": ("lost",),
+    "make": ("made",),
+    "meet": ("met",),
+    "pay": ("paid",),
+    "run": ("ran",),
+    "see": ("saw",),
+    "sell": ("sold",),
+    "send": ("sent",),
+    "set": ("set",),
+    "spend": ("spent",),
+    "take": ("took",),
+    "win": ("won",),
+    "write": ("wrote",),
+}
+
+
+def _present_forms(verb: str) -> set[str]:
+    """The third person present of a verb ("connect" -> "connects", "have" -> "has")."""
+    v = verb.lower()
+    irregular = {"have": {"has"}, "be": {"is", "are"}, "do": {"does"}, "go": {"goes"}}
+    if v in irregular:
+        return irregular[v]
+    if v.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return {v + "es"}
+    if len(v) > 2 and v.endswith("y") and v[-2] not in "aeiou":
+        return {v[:-1] + "ies"}
+    return {v + "s"}
+
+
+def past_forms(verb: str) -> set[str]:
+    """The simple past a verb may take ("play" -> "played", "star" -> "starred", "supply" ->
+    "supplied", "receive" -> "received", irregular verbs from a short table)."""
+    v = verb.lower()
+    forms = {v + "ed", *_IRREGULAR_PAST.get(v, ())}
+    if v.endswith("e"):
+        forms.add(v + "d")
+    if len(v) > 2 and v.endswith("y") and v[-2] not in "aeiou":
+        forms.add(v[:-1] + "ied")
+    if len(v) > 2 and v[-1] not in "aeiouwxy" and v[-2] in "aeiou" and v[-3] not in "aeiou":
+        forms.add(v + v[-1] + "ed")
+    return forms
+
+
+def carried_out(slots: SlotDiff) -> str | None:
+    """The plan and its deed when the old sentence's words planned something ("will play",
+    "is set to join") and the new sentence's words in their place say it was done or is so
+    now ("played", "joined", "will have" -> "has", "will connect" -> "connects"): the status
+    of the statement was replaced. None otherwise."""
+    plan = _FIRM_PLAN.search(slots.deleted_words)
+    if plan is None:
+        return None
+    came = set(re.findall(r"[a-z]+", slots.inserted_words.lower()))
+    deed = (past_forms(plan[1]) | _present_forms(plan[1])) & came
+    return f"{plan.group()!r} -> {min(deed)!r}" if deed else None
 
 
 def _acronym_swap(slots: SlotDiff) -> bool:
@@ -197,6 +281,9 @@ def classify_pair(slots: SlotDiff, similarity: float) -> PairClass:
         return PairClass(UNCERTAIN, "value_replaced_loosely", f"{r.kind} {r.old!r} -> {r.new!r}")
     status = status_signal(slots)
     if status and slots.kept_old >= 0.4:
+        done = carried_out(slots) if status == "planned_to_done" else None
+        if done:
+            return PairClass(UPDATE, "plan_carried_out", done)
         return PairClass(UNCERTAIN, status, f"{slots.deleted_words!r} -> {slots.inserted_words!r}")
     swap = f"{slots.deleted_words!r} -> {slots.inserted_words!r}"
     if _acronym_swap(slots) and frame >= ENTITY_FRAME:
@@ -256,36 +343,89 @@ class JudgeQuestion:
     old_marked: str  # the old sentence with the part between [[ and ]]
     new: str
     part: str  # the marked words
-    kind: str  # "time" | "number"
+    kind: str  # "time" | "number" | "status"
+    pair_class: str  # "<rule>:<kind>", one of ASKABLE_CLASSES
 
 
-def judge_question(old: str, new: str, verdict: PairClass, slots: SlotDiff) -> JudgeQuestion | None:
-    """The question for an uncertain pair the judge can settle: a number or a point in time
-    replaced in a sentence that changed around it (at least ``JUDGE_FRAME`` of its words in
-    place). Measured on the gold set, the judge's answers about names, about a plan carried
-    out or about a value moved elsewhere were wrong more often than right, so those pairs
-    get no question and stay unlabeled."""
-    if verdict.rule != "value_replaced_loosely" or not slots.replaced:
-        return None
+# Every class of uncertain pair a question can be written for ("<rule>:<kind>": the rule that
+# left the pair uncertain and the kind of the part marked in the old sentence) ...
+ASKABLE_CLASSES = (
+    "value_replaced_loosely:time",
+    "value_replaced_loosely:number",
+    "value_moved_and_changed:time",
+    "value_moved_and_changed:number",
+    "planned_to_done:status",
+)
+# ... and those a judge is asked about unless configured otherwise (`align.judge_classes`):
+# a replaced number or time, the only classes where a model's answer can be read at all (the
+# packaged 1.5B model gave no usable answer about a plan; `bench_changed --judge-only` prints
+# the figures per class for the judge at hand).
+JUDGE_CLASSES = ("value_replaced_loosely:time", "value_replaced_loosely:number")
+# A planned word and the verb it plans ("will release", "set to be released").
+_PLANNED_PHRASE = re.compile(
+    _PLANNED.pattern + r"(?:\s+(?:to|be|next|also|soon|then|later|not|never|first))*\s+\w+", re.I
+)
+
+
+def askable(classes: Sequence[str]) -> tuple[str, ...]:
+    """``classes`` as a tuple, or ValueError naming those no question is written for."""
+    unknown = sorted(set(classes) - set(ASKABLE_CLASSES))
+    if unknown:
+        raise ValueError(f"no judge question is written for {unknown}; use {ASKABLE_CLASSES}")
+    return tuple(classes)
+
+
+def _marked(old: str, part: str) -> str:
+    at = old.index(part)
+    return f"{old[:at]}[[{part}]]{old[at + len(part) :]}"
+
+
+def judge_question(
+    old: str,
+    new: str,
+    verdict: PairClass,
+    slots: SlotDiff,
+    classes: Sequence[str] = JUDGE_CLASSES,
+) -> JudgeQuestion | None:
+    """The question for an uncertain pair of one of ``classes`` (see :data:`ASKABLE_CLASSES`),
+    or None: a number or point in time replaced in a sentence that changed around it, or gone
+    from one place while another of its kind came elsewhere (the old one is marked), or a plan
+    that may have been carried out (the planned words are marked). Pairs with less than
+    ``JUDGE_FRAME`` of their words in place share too little for an answer to mean anything."""
     if min(slots.kept_old, slots.kept_new) < JUDGE_FRAME:
         return None
-    first = slots.replaced[0]
-    if first.kind not in ("time", "number") or first.old not in old:
+    part, kind = None, ""
+    if verdict.rule == "value_replaced_loosely" and slots.replaced:
+        part, kind = slots.replaced[0].old, slots.replaced[0].kind
+    elif verdict.rule == "value_moved_and_changed":
+        came = {v.kind for v in slots.added}
+        gone = [v for v in slots.removed if v.kind in came and v.kind in ("time", "number")]
+        if gone:
+            part, kind = gone[0].text, gone[0].kind
+    elif verdict.rule == "planned_to_done":
+        plan = _PLANNED_PHRASE.search(old)
+        if plan:
+            part, kind = plan.group(), "status"
+    pair_class = f"{verdict.rule}:{kind}"
+    if part is None or pair_class not in classes or part not in old:
         return None
-    at = old.index(first.old)
-    marked = f"{old[:at]}[[{first.old}]]{old[at + len(first.old) :]}"
-    return JudgeQuestion(marked, new, first.old, first.kind)
+    return JudgeQuestion(_marked(old, part), new, part, kind, pair_class)
 
 
 def read_span(question: JudgeQuestion, span: str | None) -> bool | None:
     """True when the span the judge copied from the new sentence holds another value of the
-    marked one's kind, False when it holds the same value (more or less precise), None when it
-    tells nothing (NONE, words that are not in the new sentence, no value of that kind)."""
+    marked one's kind (for a plan: words of something done, not planned), False when it holds
+    the same value (more or less precise; the plan still a plan), None when it tells nothing
+    (NONE, words that are not in the new sentence, no value of that kind)."""
     if span is None:
         return None
     span = span.strip().strip("\"'")
     if not span or span.upper() == "NONE" or span not in question.new:
         return None
+    if question.kind == "status":
+        if _PLANNED.search(span):
+            return False
+        return True if _HAPPENED.search(span) else None
     old_values = [v for v in sentence_values(question.part) if v.kind == question.kind]
     new_values = [v for v in sentence_values(span) if v.kind == question.kind]
     if not old_values or not new_values:
@@ -299,11 +439,12 @@ class UpdateJudge:
     part of the old one stood? Code, not the model, compares the two. All questions of a call
     go to the backend together (cached by the backend's call cache)."""
 
-    def __init__(self, backend: LLMBackend) -> None:
+    def __init__(self, backend: LLMBackend, classes: Sequence[str] = JUDGE_CLASSES) -> None:
         # Imported here: the generate package imports the labeling stage, which imports us.
         from pipeline.generate.prompts import load_prompt
 
         self.backend = backend
+        self.classes = askable(classes)  # the classes of uncertain pair it is asked about
         self.template = load_prompt("update_check")
         # The prompt hash is part of the id: a reworded question is a different judge.
         self.model_id = f"{backend.backend_id}:{backend.model}:{self.template.prompt_hash}"

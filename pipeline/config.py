@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline import package_path
+from pipeline.changes import JUDGE_CLASSES, askable
 from pipeline.errors import ConfigError
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 from pipeline.redact import redact_config
@@ -137,7 +138,18 @@ class AlignConfig(_Section):
     faithful: bool = False
     # Without an NLI model: ask the LLM one short extractive question about each pair the
     # word alignment cannot settle (pipeline.changes.UpdateJudge); false = leave them unlabeled.
-    update_judge: bool = True
+    # Off by default: where the rules leave a gold pair unlabeled, the packaged 1.5B model's
+    # "update" answers were right 4 times in 12 on the training articles (docs/benchmarks.md);
+    # turn it on for a model that `bench_changed --judge-only` measures at >= 90% per class.
+    update_judge: bool = False
+    # The classes of uncertain pair the judge is asked about (pipeline.changes.ASKABLE_CLASSES).
+    judge_classes: list[str] = Field(default_factory=lambda: list(JUDGE_CLASSES))
+
+    @field_validator("judge_classes")
+    @classmethod
+    def _askable(cls, value: list[str]) -> list[str]:
+        return list(askable(value))
+
     # Without an NLI model (never in faithful mode): the learned update decision
     # (pipeline.update_classifier, weights in pipeline/data/update_classifier.json) settles
     # pairs the rules leave unlabeled; false = rules (and judge) only.

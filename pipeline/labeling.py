@@ -211,6 +211,7 @@ def plan_labels(
         "nli": labeler.nli.model_id if labeler.nli else None,
         "contradiction_checker": labeler.checker.model_id if labeler.checker else None,
         "update_judge": labeler.judge.model_id if labeler.judge else None,
+        "judge_classes": ",".join(labeler.judge.classes) if labeler.judge else None,
     }
     if labeler.classifier is not None:
         # The weights' digest: labels made with other weights are recomputed.

@@ -214,7 +214,7 @@ def judge_from_config(cfg: Config, llm: LLMSetup) -> UpdateJudge | None:
         except WikidriftError as exc:
             log.warning("update judge off: %s; uncertain sentence pairs stay unlabeled", exc)
             return None
-    return UpdateJudge(llm.backend)
+    return UpdateJudge(llm.backend, cfg.align.judge_classes)
 
 
 def checker_from_config(cfg: Config, llm: LLMSetup) -> LLMContradictionChecker | None:

@@ -158,7 +158,9 @@ def test_offline_rule_without_nli() -> None:
     assert (fresh.label, fresh.rule) == ("new", "low_similarity")
     other = run("It seats 9,000 people.", "It opened in 1990.", 0.65)
     assert (other.label, other.rule, other.old_idx) == ("new", "other_statement", [])
-    planned = run("It will seat 9,000 people.", "It seated 9,000 people until 2001.", 0.9)
+    done = run("It will seat 9,000 people.", "It seated 9,000 people until 2001.", 0.9)
+    assert (done.label, done.rule) == ("changed", "plan_carried_out")
+    planned = run("It will seat 9,000 people.", "It opened for 9,000 people.", 0.9)
     assert (planned.label, planned.rule) == ("unlabeled", "planned_to_done")
 
 

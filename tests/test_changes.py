@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from pipeline.changes import (
+    ASKABLE_CLASSES,
     DIFFERENT,
     ELABORATION,
+    JUDGE_CLASSES,
     REWORDING,
     UNCERTAIN,
     UPDATE,
+    JudgeQuestion,
     PairClass,
     UpdateJudge,
     classify_pair,
@@ -192,8 +195,14 @@ PAIRS = [
         "fiction film.",
         "Pugh next played Princess Irulan in Dune: Part Two, a sequel to the 2021 science "
         "fiction film.",
-        UNCERTAIN,  # the judge's to settle
-        "planned_to_done",
+        UPDATE,  # the plan's own verb, done
+        "plan_carried_out",
+    ),
+    (
+        "Michael Roman will remain in the role of Executive Chairman.",
+        "Michael Roman would remain in the role of executive chairman.",
+        REWORDING,  # reported speech, not a plan carried out
+        "same_facts",
     ),
     (
         "The team has had some periods of success, qualifying for the ABA playoffs in every "
@@ -315,6 +324,49 @@ def test_pairs_the_judge_is_not_asked_about(facts: FactExtractor) -> None:
         assert _question(facts, old, new) is None
 
 
+def test_every_askable_class_gets_its_own_question(facts: FactExtractor) -> None:
+    """Asked about every class (as `bench_changed --judge-only` does), a plan carried out and
+    a value moved and changed get questions; the default classes do not include them; a class
+    no question is written for is refused."""
+    from pipeline.models.llm.scripted import ScriptedBackend
+
+    plan = (
+        "The iPhone 15 and the iPhone 15 Plus will include iOS 17.",
+        "The iPhone 15 and 15 Plus launched with iOS 17.",
+    )
+
+    def asked(pair: tuple[str, str], rule: str, classes: tuple[str, ...] = ASKABLE_CLASSES):  # noqa: ANN202
+        slots = _slots(facts, *pair)
+        verdict = classify_pair(slots, 0.85)
+        assert verdict.rule == rule
+        return judge_question(*pair, verdict, slots, classes)
+
+    assert asked(plan, "planned_to_done", JUDGE_CLASSES) is None
+    q = asked(plan, "planned_to_done")
+    assert q is not None and (q.part, q.kind, q.pair_class) == (
+        "will include",
+        "status",
+        "planned_to_done:status",
+    )
+    assert read_span(q, "launched") is True  # done
+    assert read_span(q, "launched with") is True
+    assert read_span(q, "will launch") is None  # not words of the new sentence
+    assert read_span(q, "NONE") is None
+    still = JudgeQuestion(q.old_marked, "It will ship iOS 17.", q.part, "status", q.pair_class)
+    assert read_span(still, "will ship") is False  # still a plan
+    moved = (
+        "In 2019, the company opened its first store in Berlin.",
+        "The company opened its first store in Berlin, which closed in 2021 after two years.",
+    )
+    q = asked(moved, "value_moved_and_changed")
+    assert q is not None and q.pair_class == "value_moved_and_changed:time"
+    assert q.old_marked.startswith("In [[2019]]")
+    assert read_span(q, "2021") is True
+    assert set(JUDGE_CLASSES) <= set(ASKABLE_CLASSES)
+    with pytest.raises(ValueError, match="no judge question is written for"):
+        UpdateJudge(ScriptedBackend(lambda request: "{}"), ["value_displaced:entity"])
+
+
 def test_the_judge_batches_its_questions_through_the_backend(facts: FactExtractor) -> None:
     from pipeline.models.llm.scripted import ScriptedBackend
 
@@ -333,11 +385,30 @@ def test_the_judge_batches_its_questions_through_the_backend(facts: FactExtracto
 
 
 # --------------------------------------------------------------------------- the gold set
-def test_rules_alone_meet_the_targets_on_the_gold_set(facts: FactExtractor) -> None:
-    """The word alignment alone (no judge) on all 480 hand-labeled pairs, with the
-    similarity MiniLM gave each: changed precision >= 90% and recall >= 50%; elaborations
-    and rewordings labeled changed <= 5% each; rewordings labeled unchanged >= 50%; updates
-    labeled unchanged <= 5%."""
+def _rule_figures(gold: list[dict], labels: list[str]) -> dict[str, float]:
+    def share(cls: str, label: str) -> float:
+        picked = [lab for g, lab in zip(gold, labels, strict=True) if g["gold"] == cls]
+        return sum(lab == label for lab in picked) / len(picked)
+
+    changed = [g["gold"] for g, lab in zip(gold, labels, strict=True) if lab == "changed"]
+    updates = sum(g["gold"] == "UPDATE" for g in gold)
+    return {
+        "precision": changed.count("UPDATE") / len(changed),
+        "recall": changed.count("UPDATE") / updates,
+        "elaborations_changed": share("ELABORATION", "changed"),
+        "rewordings_changed": share("REWORDING", "changed"),
+        "rewordings_unchanged": share("REWORDING", "unchanged"),
+        "updates_unchanged": share("UPDATE", "unchanged"),
+    }
+
+
+def test_rules_alone_on_the_gold_set(facts: FactExtractor) -> None:
+    """The word alignment alone (no judge) on the hand-labeled pairs, with the similarity
+    MiniLM gave each. The first 480 (sets ``random`` and ``enriched``, drawn at random) meet
+    the targets: changed precision >= 90%, recall >= 50%, elaborations and rewordings
+    labeled changed <= 5% each, rewordings unchanged >= 50%, updates unchanged <= 5%. On all
+    1,515 (every candidate pair of the 36 articles, status changes included) the measured
+    figures hold: precision >= 0.9, recall >= 0.43, updates labeled unchanged <= 15%."""
     gold = [json.loads(line) for line in Path(GOLD).read_text().splitlines()]
     texts = sorted({t for g in gold for t in (g["old"], g["new"])})
     spans = dict(zip(texts, facts.entity_spans_many(texts), strict=True))
@@ -346,20 +417,16 @@ def test_rules_alone_meet_the_targets_on_the_gold_set(facts: FactExtractor) -> N
         slots = compare_slots(g["old"], g["new"], spans[g["old"]], spans[g["new"]])
         verdict = classify_pair(slots, g["cosine"])
         labels.append(label_of(verdict, float(round2(g["cosine"])), 0.7))
-
-    def share(cls: str, label: str) -> float:
-        picked = [lab for g, lab in zip(gold, labels, strict=True) if g["gold"] == cls]
-        return sum(lab == label for lab in picked) / len(picked)
-
-    changed = [g["gold"] for g, lab in zip(gold, labels, strict=True) if lab == "changed"]
-    updates = sum(g["gold"] == "UPDATE" for g in gold)
-    precision = changed.count("UPDATE") / len(changed)
-    recall = changed.count("UPDATE") / updates
-    assert precision >= 0.9 and recall >= 0.5, (precision, recall)
-    assert share("ELABORATION", "changed") <= 0.05
-    assert share("REWORDING", "changed") <= 0.05
-    assert share("REWORDING", "unchanged") >= 0.5
-    assert share("UPDATE", "unchanged") <= 0.05
+    drawn = [k for k, g in enumerate(gold) if g["set"] in ("random", "enriched")]
+    assert len(drawn) == 480 and len(gold) == 1515
+    first = _rule_figures([gold[k] for k in drawn], [labels[k] for k in drawn])
+    assert first["precision"] >= 0.9 and first["recall"] >= 0.5, first
+    assert first["elaborations_changed"] <= 0.05 and first["rewordings_changed"] <= 0.05
+    assert first["rewordings_unchanged"] >= 0.5 and first["updates_unchanged"] <= 0.05
+    every = _rule_figures(gold, labels)
+    assert every["precision"] >= 0.9 and every["recall"] >= 0.43, every
+    assert every["elaborations_changed"] <= 0.05 and every["rewordings_changed"] <= 0.05
+    assert every["rewordings_unchanged"] >= 0.5 and every["updates_unchanged"] <= 0.15
 
 
 def test_two_parts_of_one_name_are_not_an_update(facts: FactExtractor) -> None:

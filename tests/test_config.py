@@ -94,6 +94,10 @@ def test_dates_parse_and_must_ascend(tmp_path: Path) -> None:
         ("[align]\nthreshold = 0.9\n", r"align\.threshold = 0\.9: unknown key; allowed here: "),
         ('profile = "fast"\n', r"profile = 'fast': allowed: offline, paper"),
         ("[api]\nmax_workers = 0\n", r"api\.max_workers = 0"),
+        (
+            '[align]\njudge_classes = ["names"]\n',
+            r"align\.judge_classes = \['names'\]: no judge question is written for \['names'\]",
+        ),
     ],
 )
 def test_bad_values_name_key_value_and_allowed(tmp_path: Path, text: str, expected: str) -> None:

