@@ -113,8 +113,17 @@ def _recorded_outputs(marker: Path) -> dict[str, str] | None:
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if isinstance(data, dict) and "files" in data and "outputs" not in data:
-        # A release manifest: {name: {"sha256": ..., "bytes": ..., "rows": ...}}.
-        return {name: f.get("sha256", "") for name, f in data["files"].items()}
+        # A release manifest: {name: {"sha256": ..., "bytes": ..., "rows": ...}}; an entry
+        # without its sha256 records nothing to compare with.
+        files = data["files"]
+        if not isinstance(files, dict):
+            return None
+        recorded = {
+            name: f["sha256"]
+            for name, f in files.items()
+            if isinstance(f, dict) and isinstance(f.get("sha256"), str)
+        }
+        return recorded or None
     outputs = data.get("outputs") if isinstance(data, dict) else None
     return outputs if isinstance(outputs, dict) and outputs else None
 
@@ -277,7 +286,12 @@ def list_snapshots(workdir: str | Path) -> list[str]:
     root = Path(workdir) / "snapshots"
     if not root.is_dir():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "snapshot.json").exists())
+    # Hidden and underscore folders are work areas and copies, never snapshots.
+    return sorted(
+        p.name
+        for p in root.iterdir()
+        if not p.name.startswith((".", "_")) and (p / "snapshot.json").is_file()
+    )
 
 
 def read_snapshot_summary(workdir: str | Path, snapshot_date: date | str) -> SnapshotSummary:

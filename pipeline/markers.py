@@ -198,9 +198,13 @@ class ReleaseManifest:
 
     def line(self) -> str:
         """One line for the CLI."""
-        q, d, f = self.counts["qa"], self.counts["dialogue_turns"], self.counts["quadruples"]
+
+        def count(kind: str, key: str) -> int | str:
+            return self.counts.get(kind, {}).get(key, "?")
+
         state = " (already built)" if self.already_built else ""
         return (
-            f"release {self.release_id}: qa={q['total']} dialogue_turns={d['total']} "
-            f"quadruples={f['current']}{state}"
+            f"release {self.release_id}: qa={count('qa', 'total')} "
+            f"dialogue_turns={count('dialogue_turns', 'total')} "
+            f"quadruples={count('quadruples', 'current')}{state}"
         )

@@ -37,14 +37,29 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+def _positive(size: int) -> int:
+    if size < 1:
+        raise ValueError(f"a shard holds at least 1 item, not {size}")
+    return size
+
+
 def chunked(items: Sequence[T], size: int) -> list[list[T]]:
     """``items`` cut into consecutive shards of at most ``size`` (the last may be shorter)."""
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+    return [list(items[i : i + size]) for i in range(0, len(items), _positive(size))]
 
 
 def chunk_sizes(n: int, size: int) -> list[int]:
     """The lengths of ``chunked(items, size)`` for ``n`` items, without building the chunks."""
-    return [min(size, n - i) for i in range(0, n, size)]
+    return [min(size, n - i) for i in range(0, n, _positive(size))]
+
+
+def _stored_request(path: Path) -> Any:
+    """The request a work area was prepared for, or None when it has none or it is not JSON
+    (a crash while it was written, or an edit): such an area belongs to no request."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 class ShardedOutput:
@@ -70,14 +85,12 @@ class ShardedOutput:
         self.work = self.out_dir / "_work"
         request_file = self.work / "request.json"
         if attach:
-            if not request_file.exists() or json.loads(request_file.read_text()) != request:
+            if _stored_request(request_file) != request:
                 raise RuntimeError(
                     f"{self.work}: not prepared for this request; prepare the stage first"
                 )
             return
-        if self.work.exists() and (
-            not request_file.exists() or json.loads(request_file.read_text()) != request
-        ):
+        if self.work.exists() and _stored_request(request_file) != request:
             log.info("discarding unfinished work in %s: it was for another request", self.work)
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True, exist_ok=True)

@@ -354,6 +354,10 @@ def test_only_complete_snapshots_are_listed(tmp_path: Path) -> None:
         _sentences_snapshot(workdir, day)
     # Unfinished: no snapshot.json yet.
     (snapshot_dir(workdir, "2024-01-01") / "_work").mkdir(parents=True)
+    # A copy someone kept beside them, hidden, with its marker: not a snapshot.
+    copy = workdir / "snapshots" / ".2024-06-01.bak"
+    copy.mkdir()
+    (copy / "snapshot.json").write_text("{}")
     assert list_snapshots(workdir) == ["2023-01-01", "2024-06-01", "2025-01-01"]
     assert is_complete(workdir, date(2024, 6, 1))
     assert not is_complete(workdir, "2024-01-01")
@@ -485,6 +489,19 @@ def test_a_release_is_checked_against_its_manifest(tmp_path: Path) -> None:
     path.unlink()
     with pytest.raises(WikidriftError, match=r"qa\.parquet is missing; build it with"):
         check_release(tmp_path, NEW)
+
+
+def test_a_manifest_with_odd_file_entries_checks_what_it_can(tmp_path: Path) -> None:
+    """A manifest entry without its sha256 records nothing to compare with (a good file is
+    not called damaged), and a ``files`` that is no mapping is no record at all (no crash)."""
+    folder = _release(tmp_path, NEW)
+    path = folder / "qa.parquet"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for files in ({"qa.parquet": {"rows": 1}}, {"qa.parquet": "not an entry"}, ["qa.parquet"]):
+        write_json_atomic(folder / "manifest.json", manifest | {"files": files})
+        assert verified_inputs(tmp_path, [path]) == {
+            f"releases/{NEW}/qa.parquet": file_sha256(path)
+        }
 
 
 def test_claim_workdir_records_the_layout_version_once(tmp_path: Path) -> None:

@@ -146,6 +146,15 @@ def _manifest() -> ReleaseManifest:
     )
 
 
+def test_a_release_line_names_counts_it_lacks_with_a_question_mark() -> None:
+    assert _manifest().line() == (
+        "release wikidrift-2024-06-01-r1: qa=7 dialogue_turns=8 quadruples=9 (already built)"
+    )
+    partial = _manifest()
+    partial.counts = {"qa": {"total": 7}}
+    assert partial.line().startswith("release wikidrift-2024-06-01-r1: qa=7 dialogue_turns=? ")
+
+
 def test_snapshot_summary_round_trips_through_snapshot_json(tmp_path: Path) -> None:
     summary = _snapshot()
     write_json_atomic(snapshot_dir(tmp_path, NEW) / "snapshot.json", asdict(summary))

@@ -58,11 +58,12 @@ def test_chunked_makes_lists_of_any_sequence() -> None:
     assert items == [1, 2]
 
 
-def test_a_shard_size_of_zero_is_refused() -> None:
-    with pytest.raises(ValueError):
-        chunked([1, 2], 0)
-    with pytest.raises(ValueError):
-        chunk_sizes(2, 0)
+@pytest.mark.parametrize("size", [0, -3])
+def test_a_shard_size_below_one_is_refused(size: int) -> None:
+    with pytest.raises(ValueError, match="at least 1 item"):
+        chunked([1, 2], size)
+    with pytest.raises(ValueError, match="at least 1 item"):
+        chunk_sizes(2, size)
 
 
 def test_release_memory_returns_quietly() -> None:
@@ -183,6 +184,17 @@ def test_a_work_area_without_its_request_is_discarded(tmp_path: Path) -> None:
     sharded = _open(out)
     sharded.write_part(_shard(1), {}, index=0)
     (sharded.work / "request.json").unlink()
+    again = _open(out)
+    assert again.completed() == []
+    assert json.loads((again.work / "request.json").read_text()) == REQUEST
+
+
+def test_a_work_area_whose_request_is_not_json_belongs_to_no_request(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _open(out).write_part(_shard(1), {}, index=0)
+    (out / "_work" / "request.json").write_text('{"snapshot": ')  # cut short
+    with pytest.raises(RuntimeError, match="not prepared for this request"):
+        _open(out, attach=True)
     again = _open(out)
     assert again.completed() == []
     assert json.loads((again.work / "request.json").read_text()) == REQUEST
