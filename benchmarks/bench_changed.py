@@ -162,8 +162,8 @@ def _judge_alone(gold: list[dict], labeler: Any) -> dict:
         classify_pair,
         judge_question,
     )
-    from pipeline.facts import compare_slots
     from pipeline.models.embedder import cosine_matrix
+    from pipeline.slots import compare_slots
 
     if labeler.judge is None:
         raise SystemExit("--judge-only needs a judge (--judge local|openai:MODEL|URL)")

@@ -34,7 +34,7 @@ from pipeline.labeling import LABEL_STAGE, make_labeler, plan_labels
 from pipeline.layout import claim_workdir, previous_release
 from pipeline.ledger import update_ledger
 from pipeline.release import build_release, manifest_config
-from pipeline.snapshot import SNAPSHOT_STAGE, snapshot_job
+from pipeline.snapshot import SNAPSHOT_STAGE, plan_snapshot
 from pipeline.stage import PartMapper, Stage, Tools, run_stage
 
 # --------------------------------------------------------------------------- per-worker models
@@ -217,7 +217,7 @@ def _snapshot_stage(cfg: Config, config: dict[str, Any], snapshot: str) -> dict[
     stored = _run(
         config,
         SNAPSHOT_STAGE,
-        lambda: snapshot_job(
+        lambda: plan_snapshot(
             cfg.workdir,
             snapshot,
             selection,

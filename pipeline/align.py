@@ -86,7 +86,6 @@ from pipeline.changes import (
 from pipeline.facts import (
     FactExtractor,
     Facts,
-    compare_slots,
     extract_facts,
     fact_differences,
     name_words,
@@ -104,6 +103,7 @@ from pipeline.growover_matcher import (
 from pipeline.models.embedder import Embedder
 from pipeline.models.nli import NLIClassifier, NLIResult
 from pipeline.schemas import CHANGED, DELETED, NEW, UNCHANGED, UNLABELED
+from pipeline.slots import compare_slots
 from pipeline.update_classifier import UpdateClassifier, pair_features
 
 log = logging.getLogger(__name__)

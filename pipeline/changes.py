@@ -11,7 +11,7 @@ The definitions (README "What `changed` means", and the gold set in ``benchmarks
 - **different**: the pairing is accidental; the new sentence says something else.
 
 :func:`classify_pair` decides from the word alignment of the two sentences
-(:func:`pipeline.facts.compare_slots`): a number or point in time replaced in its own role,
+(:func:`pipeline.slots.compare_slots`): a number or point in time replaced in its own role,
 with most of the sentence around it unchanged, is an update; so is a named entity replaced by
 another entity of the same type whose name shares nothing with it ("macOS Ventura" ->
 "macOS Sonoma", not "Dan" -> "Daniel Lin"). Additions and removals alone are never an update.
@@ -28,16 +28,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipeline.facts import (
-    Replacement,
-    SlotDiff,
-    _abbreviates,
-    _fold,
-    _same_value,
-    sentence_values,
-)
-from pipeline.facts import _name_words as _joined_name_words
+from pipeline.facts import abbreviates, fold, name_words, same_value, sentence_values
 from pipeline.models.llm.base import LLMBackend
+from pipeline.slots import Replacement, SlotDiff
 
 UPDATE, ELABORATION, REWORDING, DIFFERENT, UNCERTAIN = (
     "update",
@@ -101,7 +94,7 @@ class PairClass:
 
 
 def _name_words(text: str) -> list[str]:
-    words = re.findall(r"[a-z0-9]+", _fold(text))
+    words = re.findall(r"[a-z0-9]+", fold(text))
     return [_NAME_ALIASES.get(w, w) for w in words if w not in _STOPWORDS]
 
 
@@ -139,9 +132,9 @@ def distinct_entities(r: Replacement) -> bool:
 def is_alias(a: str, b: str) -> bool:
     """Whether one name is an abbreviation of the other ("IEA" / "International Energy
     Agency", "U.S." / "United States", "F1" / "Formula One"): one thing, two names."""
-    wa, wb = _joined_name_words(a), _joined_name_words(b)
+    wa, wb = name_words(a), name_words(b)
     for short, long in ((wa, wb), (wb, wa)):
-        if len(short) == 1 and _abbreviates(short[0], long):
+        if len(short) == 1 and abbreviates(short[0], long):
             return True
     return False
 
@@ -430,7 +423,7 @@ def read_span(question: JudgeQuestion, span: str | None) -> bool | None:
     new_values = [v for v in sentence_values(span) if v.kind == question.kind]
     if not old_values or not new_values:
         return None
-    return not any(_same_value(a, b) for a in old_values for b in new_values)
+    return not any(same_value(a, b) for a in old_values for b in new_values)
 
 
 class UpdateJudge:

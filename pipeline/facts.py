@@ -10,6 +10,10 @@ the full date of the same day ("5 September" = "September 5, 2020"); entities ca
 with spelling variants ("Guptas" / "Gupta", "Pete" / "Peter") and capitals abbreviations
 ("F1" / "Formula One") of one name counted as the same. Formatting-only edits (casing, commas,
 whitespace) produce no difference.
+
+:func:`sentence_values` lists a sentence's values with their places (what
+:mod:`pipeline.slots` aligns between two revisions) and :func:`same_value` says whether two of
+them can be one value.
 """
 
 from __future__ import annotations
@@ -145,7 +149,7 @@ _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": 
 _EDGE_PUNCT = re.compile(r"^(?:the |a |an )?[\W_]*|(?:'s)?[\W_]*$")
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     """Case-folded, quotes unified, accents dropped ("Hülkenberg" = "Hulkenberg")."""
     text = unicodedata.normalize("NFKD", text.translate(_QUOTES))
     return "".join(c for c in text if not unicodedata.combining(c)).casefold()
@@ -161,7 +165,7 @@ def normalize_entity(text: str) -> str:
     """Case-folded entity text with typographic quotes unified and a leading article, a
     possessive "'s" and edge punctuation dropped: "Cisco Systems Inc’s" -> "cisco systems inc",
     "the Russian Federation" -> "russian federation"."""
-    return _EDGE_PUNCT.sub("", " ".join(_fold(text).split()))
+    return _EDGE_PUNCT.sub("", " ".join(fold(text).split()))
 
 
 def extract_facts(text: str, entities: Iterable[tuple[str, str]] = ()) -> Facts:
@@ -184,7 +188,7 @@ _MAX_INITIALS = 6  # the longest run of words an acronym is looked up in
 
 def _name_words(text: str) -> list[str]:
     """Content words in order, dotted acronyms joined ("U.S. Capitol" -> ["us", "capitol"])."""
-    folded = _DOTTED_ACRONYM.sub(lambda m: m.group().replace(".", ""), _fold(text))
+    folded = _DOTTED_ACRONYM.sub(lambda m: m.group().replace(".", ""), fold(text))
     words = (w for w in _TOKEN.findall(folded) if w not in _STOPWORDS)
     return [_WORD_ALIASES.get(w, w) for w in words]
 
@@ -199,7 +203,7 @@ def _acronyms(text: str) -> set[str]:
     return {t.casefold() for t in _ACRONYM_TOKEN.findall(text)}
 
 
-def _abbreviates(short: str, name: list[str]) -> bool:
+def abbreviates(short: str, name: list[str]) -> bool:
     """Whether ``short`` can abbreviate the multi-word ``name`` (Schwartz & Hearst's test):
     its first character starts the name and the rest appear in order after it ("eu" in
     "european commission", "f1" in "formula one", "fbi" in "federal bureau investigation")."""
@@ -273,7 +277,7 @@ def _abbreviated_words(words: list[str], acronyms: set[str]) -> set[str]:
             if words[i][0] != a[0]:
                 continue
             for j in range(i + 2, min(i + 4, len(words)) + 1):
-                if _abbreviates(a, words[i:j]):
+                if abbreviates(a, words[i:j]):
                     out.update(words[i:j])
     return out
 
@@ -289,7 +293,7 @@ def _covers(words: list[str], name: list[str], acronyms: set[str] = frozenset())
     return all(
         m in acronyms
         and any(
-            _abbreviates(m, words[i:j])
+            abbreviates(m, words[i:j])
             for i in range(len(words))
             if words[i][0] == m[0]
             for j in range(i + 2, min(i + 4, len(words)) + 1)
@@ -319,7 +323,7 @@ def _still_named(
         not rest
         or _covers(words, rest, own)
         or not _initials(name, shortest=3).isdisjoint(words)
-        or any(_abbreviates(a, name) for a in acronyms)
+        or any(abbreviates(a, name) for a in acronyms)
     )
 
 
@@ -339,7 +343,7 @@ def _renamed(entity: str, others: frozenset[str], acronyms: set[str] = frozenset
         if "".join(words) == "".join(other_words):
             return True
         for short, name in ((words, other_words), (other_words, words)):
-            if len(short) == 1 and short[0] in acronyms and _abbreviates(short[0], name):
+            if len(short) == 1 and short[0] in acronyms and abbreviates(short[0], name):
                 return True
     return False
 
@@ -444,19 +448,7 @@ class FactExtractor:
         ]
 
 
-# --------------------------------------------------------------------------- slots
-# Where GrowOVER asks NLI whether a revised sentence contradicts its old version, the offline
-# path asks which *values* of the old sentence are gone and what stands in their place. The two
-# sentences are aligned word by word; a value of the old sentence is
-#   kept      when the aligned part of the new sentence holds the same value, or a more or
-#             less precise form of it ("2021" / "September 2021", "FC Porto" / "Porto"),
-#   replaced  when the aligned part holds another value of the same kind in its role
-#             ("PhD in 2016" -> "PhD in 2015", "principal is Steiner" -> "is Komatsu"),
-#   removed   when nothing of its kind stands in its place.
-# A value of the new sentence that no old value accounts for is added. Additions and removals
-# alone never make an update; only a replaced value does.
-
-_WORD_RE = re.compile(r"\w+(?:[.'’]\w+)*|[^\w\s]")
+# --------------------------------------------------------------------------- values
 _YEAR_VALUE = re.compile(r"^(1[5-9]\d\d|20\d\d|2100)$")
 _MORE_WORD_NUMBERS = {
     "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17,
@@ -465,7 +457,6 @@ _MORE_WORD_NUMBERS = {
 _ALL_WORD_NUMBERS = _WORD_NUMBERS | _MORE_WORD_NUMBERS
 _ANY_WORD_NUMBER = re.compile(r"\b(" + "|".join(_ALL_WORD_NUMBERS) + r")\b", re.I)
 _MATH = re.compile(r"[_^=√∑∫∇‖⋅∂]")
-_ARTICLES = frozenset(["the", "a", "an"])
 
 
 @dataclass(frozen=True)
@@ -478,35 +469,6 @@ class Value:
     start: int
     end: int
     label: str = ""  # the NER label of an entity ("PERSON", "ORG", ...)
-
-
-@dataclass(frozen=True)
-class Replacement:
-    """An old value and the value of the same kind that took its place."""
-
-    kind: str
-    old: str
-    new: str
-    old_label: str = ""
-    new_label: str = ""
-    swap: bool = False  # the two values are all that differs in their stretch of the sentence
-
-
-@dataclass(frozen=True)
-class SlotDiff:
-    """How the values of an old sentence fare in a new one (see the comment above)."""
-
-    replaced: tuple[Replacement, ...]
-    removed: tuple[Value, ...]
-    added: tuple[Value, ...]
-    refined: tuple[Value, ...]  # old values the new sentence states more precisely
-    # removed old values with a new value of another kind in their place ("iPhone 13" ->
-    # "iPhone X": a number gone, a name come)
-    displaced: tuple[Replacement, ...]
-    kept_old: float  # share of the old sentence's words found in place in the new one
-    kept_new: float  # share of the new sentence's words found in place in the old one
-    deleted_words: str  # old words that are gone or replaced
-    inserted_words: str  # new words that were inserted or stand in for old ones
 
 
 def sentence_values(text: str, entities: Iterable[tuple[int, int, str]] = ()) -> list[Value]:
@@ -543,15 +505,6 @@ def sentence_values(text: str, entities: Iterable[tuple[int, int, str]] = ()) ->
     return sorted(values, key=lambda v: (v.start, v.end))
 
 
-def _words(text: str) -> list[tuple[str, int, int]]:
-    return [(_fold(m.group()), m.start(), m.end()) for m in _WORD_RE.finditer(text)]
-
-
-def _token_range(words: list[tuple[str, int, int]], start: int, end: int) -> tuple[int, int]:
-    inside = [k for k, (_, s, e) in enumerate(words) if s < end and start < e]
-    return (inside[0], inside[-1] + 1) if inside else (0, 0)
-
-
 def _same_time(a: str, b: str) -> bool:
     """Two times that can be the same point: equal, one a coarser form of the other
     ("2021" / "2021-09" / "2021-09-05"), or a day and month with and without a year."""
@@ -560,7 +513,9 @@ def _same_time(a: str, b: str) -> bool:
     return (a.startswith("--") and b.endswith(a[1:])) or (b.startswith("--") and a.endswith(b[1:]))
 
 
-def _same_value(a: Value, b: Value) -> bool:
+def same_value(a: Value, b: Value) -> bool:
+    """Two values of one kind that can be the same: equal times, or one a coarser form of the
+    other; equal numbers; one name, or a name and its short or other form."""
     if a.kind != b.kind:
         return False
     if a.kind == "time":
@@ -568,129 +523,3 @@ def _same_value(a: Value, b: Value) -> bool:
     if a.kind == "number":
         return a.norm == b.norm
     return a.norm == b.norm or _renamed(a.norm, frozenset([b.norm]))
-
-
-def compare_slots(
-    old: str,
-    new: str,
-    old_entities: Iterable[tuple[int, int, str]] = (),
-    new_entities: Iterable[tuple[int, int, str]] = (),
-) -> SlotDiff:
-    """Align ``old`` and ``new`` word by word and sort the old sentence's values into kept,
-    replaced and removed, and the new sentence's into accounted for and added. Entities come
-    as NER character spans (start, end, label) of each sentence."""
-    from difflib import SequenceMatcher
-
-    ow, nw = _words(old), _words(new)
-    ov, nv = sentence_values(old, old_entities), sentence_values(new, new_entities)
-    ops = SequenceMatcher(None, [w for w, *_ in ow], [w for w, *_ in nw], autojunk=False)
-    opcodes = ops.get_opcodes()
-
-    def aligned(i0: int, i1: int) -> tuple[int, int]:
-        """The new-token range aligned with old tokens [i0, i1)."""
-        lo, hi = len(nw), 0
-        for tag, a0, a1, b0, b1 in opcodes:
-            if a1 <= i0 or a0 >= i1:
-                continue
-            if tag == "equal":
-                lo, hi = min(lo, b0 + max(a0, i0) - a0), max(hi, b0 + min(a1, i1) - a0)
-            else:
-                lo, hi = min(lo, b0), max(hi, b1)
-        return (lo, hi) if lo < hi else (0, 0)
-
-    def swapped(old_range: tuple[int, int], new_range: tuple[int, int]) -> bool:
-        """Whether the two values are all that differs in their stretch of the sentence:
-        every edit that touches either lies inside both ("macOS Ventura" -> "macOS Sonoma"),
-        an article before the values aside; not "in Davos" -> "at the World Economic
-        Forum"."""
-        edits = [
-            (a0 + (ow[a0][0] in _ARTICLES if a0 < a1 else 0), a1, b0, b1)
-            for tag, a0, a1, b0, b1 in opcodes
-            if tag != "equal"
-            and (a0 < old_range[1] and old_range[0] < a1 or b0 < new_range[1] and new_range[0] < b1)
-        ]
-        return bool(edits) and all(
-            old_range[0] <= a0
-            and a1 <= old_range[1]
-            and new_range[0] - 1 <= b0 <= b1 <= new_range[1]
-            for a0, a1, b0, b1 in edits
-        )
-
-    new_ranges = [_token_range(nw, v.start, v.end) for v in nv]
-    accounted: set[int] = set()
-    replaced: list[Replacement] = []
-    refined: list[Value] = []
-    unplaced: list[tuple[Value, list[int]]] = []
-    # First the values that something in their own place accounts for, then the rest: a value
-    # repeated elsewhere ("Three players and three contributors") must not be taken twice.
-    nears = []
-    for value in ov:
-        lo, hi = aligned(*_token_range(ow, value.start, value.end))
-        nears.append([k for k, (s, e) in enumerate(new_ranges) if s < hi and lo < e])
-    pairs = list(zip(ov, nears, strict=True))
-    in_place = {k for value, near in pairs for k in near if _same_value(value, nv[k])}
-    for value, near in pairs:
-        same = [k for k in near if _same_value(value, nv[k])]
-        rivals = [k for k in near if nv[k].kind == value.kind and k not in accounted]
-        if rivals and not same:
-            # still listed right beside its would-be replacement ("second or third" ->
-            # "second, third or fourth"): the list grew, the alignment was off by a word
-            r0, r1 = new_ranges[rivals[0]]
-            same = [
-                k
-                for k, (s, e) in enumerate(new_ranges)
-                if k not in accounted
-                and k not in in_place
-                and _same_value(value, nv[k])
-                and max(s - r1, r0 - e) < 3
-            ][:1]
-        if same:
-            accounted.update(same)
-            if any(len(nv[k].norm) > len(value.norm) for k in same if value.kind == "time"):
-                refined.append(value)
-        elif rivals:
-            accounted.update(rivals)
-            rival = nv[rivals[0]]
-            swap = swapped(_token_range(ow, value.start, value.end), new_ranges[rivals[0]])
-            replaced.append(
-                Replacement(value.kind, value.text, rival.text, value.label, rival.label, swap)
-            )
-        else:
-            unplaced.append((value, near))
-    removed: list[tuple[Value, list[int]]] = []
-    for value, near in unplaced:
-        free = [k for k in range(len(nv)) if k not in accounted]
-        moved = [k for k in free if _same_value(value, nv[k])]
-        if moved:  # said elsewhere in the new sentence: moved, not changed
-            accounted.add(moved[0])
-        else:
-            removed.append((value, near))
-    added = [v for k, v in enumerate(nv) if k not in accounted]
-    displaced = []
-    for value, near in removed:
-        k = next((k for k in near if k not in accounted), None)
-        if k is not None:
-            displaced.append(Replacement(value.kind, value.text, nv[k].text, value.label))
-    kept_old = kept_new = 0
-    deleted: list[str] = []
-    inserted: list[str] = []
-    for tag, a0, a1, b0, b1 in opcodes:
-        if tag == "equal":
-            kept_old += sum(1 for w, *_ in ow[a0:a1] if w[:1].isalnum())
-            kept_new += sum(1 for w, *_ in nw[b0:b1] if w[:1].isalnum())
-        else:
-            deleted.extend(old[s:e] for _, s, e in ow[a0:a1])
-            inserted.extend(new[s:e] for _, s, e in nw[b0:b1])
-    words_old = sum(1 for w, *_ in ow if w[:1].isalnum()) or 1
-    words_new = sum(1 for w, *_ in nw if w[:1].isalnum()) or 1
-    return SlotDiff(
-        replaced=tuple(replaced),
-        removed=tuple(v for v, _ in removed),
-        added=tuple(added),
-        refined=tuple(refined),
-        displaced=tuple(displaced),
-        kept_old=kept_old / words_old,
-        kept_new=kept_new / words_new,
-        deleted_words=" ".join(deleted),
-        inserted_words=" ".join(inserted),
-    )

@@ -184,7 +184,9 @@ def plan_ledger(workdir: str | Path, snapshot: str, previous: str | None) -> Led
     return LedgerJob(str(workdir), snapshot, previous, digest, files)
 
 
-def _stored(job: LedgerJob, force: bool) -> LedgerSummary | None:
+def prepare_ledger(job: LedgerJob, force: bool) -> LedgerSummary | None:
+    """The stored state when this ledger step was done from the same inputs and the same
+    previous snapshot (and not ``force``), else None (the step runs)."""
     stored = None if force else own_marker(job.out / "state.json", LedgerSummary)
     if done_before(stored, job.inputs_digest, job.out) and stored.previous == job.previous:
         stored.already_done = True
@@ -215,7 +217,7 @@ def _step(job: LedgerJob, index: int, tools: Any) -> LedgerSummary:
 LEDGER_STAGE: Stage[LedgerJob, LedgerSummary] = Stage(
     name="ledger",
     unit=None,  # one quick step: no progress line
-    prepare=_stored,
+    prepare=prepare_ledger,
     part_sizes=lambda job: [0],
     run_part=_step,
     finalize=lambda job, results, seconds: results[0],

@@ -225,7 +225,7 @@ def plan_release(
     )
 
 
-def _existing(job: ReleaseJob, new_revision: bool) -> ReleaseManifest | None:
+def prepare_release(job: ReleaseJob, new_revision: bool) -> ReleaseManifest | None:
     """The current release when it was built from the same inputs; an error when another
     one is in the way and no new revision was asked for."""
     if not job.out.exists():
@@ -438,7 +438,7 @@ def _manifest_dict(manifest: ReleaseManifest) -> dict[str, Any]:
 RELEASE_STAGE: Stage[ReleaseJob, ReleaseManifest] = Stage(
     name="release",
     unit=None,  # one quick step: no progress line
-    prepare=_existing,
+    prepare=prepare_release,
     part_sizes=lambda job: [0],
     run_part=lambda job, index, tools: _write_release(job),
     finalize=lambda job, results, seconds: results[0],

@@ -240,7 +240,7 @@ class SnapshotJob:
         )
 
 
-def snapshot_job(
+def plan_snapshot(
     workdir: str | Path,
     snapshot_date: date | str,
     selection: ArticleSelection,
@@ -494,7 +494,7 @@ def build_snapshot(
     """
     return run_stage(
         SNAPSHOT_STAGE,
-        lambda: snapshot_job(
+        lambda: plan_snapshot(
             workdir,
             snapshot_date,
             selection,

@@ -5,7 +5,7 @@ thresholds; what it cannot settle stays ``unlabeled`` (a value replaced while th
 around it were rewritten too, a status word that changed, a value moved elsewhere). The
 :class:`UpdateClassifier` is a small multinomial logistic regression over features of the
 pair (:func:`pair_features`): which kinds of values were replaced, added, removed or refined
-(:func:`pipeline.facts.compare_slots`), the share of words kept in place, the embedding
+(:func:`pipeline.slots.compare_slots`), the share of words kept in place, the embedding
 similarity, status-word flips (is -> was, will -> did, "currently" gone), the rule's verdict.
 It gives the probability of each gold class (UPDATE, ELABORATION, REWORDING, DIFFERENT); on
 the labeling path (``align.update_classifier``) a pair the rules leave ``unlabeled`` becomes
@@ -44,7 +44,7 @@ from pipeline.changes import (
     distinct_entities,
 )
 from pipeline.errors import WikidriftError
-from pipeline.facts import SlotDiff
+from pipeline.slots import SlotDiff
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent / "data" / "update_classifier.json"
 CLASSES = ("UPDATE", "ELABORATION", "REWORDING", "DIFFERENT")
@@ -116,7 +116,7 @@ def pair_features(
     old: str, new: str, slots: SlotDiff, similarity: float, verdict: PairClass
 ) -> np.ndarray:
     """The feature vector (in the order of :data:`FEATURES`) of one pair: ``slots`` is
-    :func:`pipeline.facts.compare_slots` of the two sentences, ``similarity`` their embedding
+    :func:`pipeline.slots.compare_slots` of the two sentences, ``similarity`` their embedding
     cosine, ``verdict`` what the rules made of them."""
     gone, came = slots.deleted_words, slots.inserted_words
     rep_years = [

@@ -27,8 +27,9 @@ from pipeline.changes import (
     one_name,
     read_span,
 )
-from pipeline.facts import FactExtractor, Replacement, compare_slots
+from pipeline.facts import FactExtractor
 from pipeline.growover_matcher import round2
+from pipeline.slots import Replacement, compare_slots
 from tests.conftest import REPO_ROOT
 
 GOLD = REPO_ROOT / "benchmarks" / "data" / "changed_gold.jsonl"
@@ -455,7 +456,7 @@ def test_an_abbreviation_and_its_expansion_are_one_entity() -> None:
 
 def test_a_former_name_written_beside_the_new_one_is_no_replacement() -> None:
     from pipeline.changes import former_name_beside
-    from pipeline.facts import SlotDiff
+    from pipeline.slots import SlotDiff
 
     r = Replacement("entity", "Facebook", "Meta", "ORG", "ORG", True)
     slots = SlotDiff((r,), (), (), (), (), 0.9, 0.9, "Facebook", "Meta ( formerly Facebook )")

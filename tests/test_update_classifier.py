@@ -24,9 +24,9 @@ from pipeline.align import PageSentences
 from pipeline.changes import classify_pair
 from pipeline.config import load_config
 from pipeline.errors import WikidriftError
-from pipeline.facts import compare_slots
 from pipeline.labeling import make_labeler, plan_labels
 from pipeline.schemas import CHANGED, UNLABELED
+from pipeline.slots import compare_slots
 from pipeline.text import sentence_hash
 from pipeline.update_classifier import (
     DEFAULT_WEIGHTS,

@@ -384,7 +384,7 @@ def _types(value: str) -> tuple[str, ...]:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``wikidrift evaluate``: score a model (with a retriever) on one or more releases."""
-    from pipeline.evaluate import KINDS, ItemFilter, evaluate_release
+    from pipeline.evaluate import EVALUATED_TABLES, ItemFilter, evaluate_release
     from pipeline.evaluate import report as rep
     from pipeline.runtime import (
         cached_embedder,
@@ -400,9 +400,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     workdir = Path(cfg.workdir)
     releases = _dates(args.release, "--release")
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-    if not releases or not kinds or set(kinds) - set(KINDS):
+    if not releases or not kinds or set(kinds) - set(EVALUATED_TABLES):
+        allowed = ", ".join(EVALUATED_TABLES)
         raise WikidriftError(
-            f"--release needs dates and --kinds some of {', '.join(KINDS)} (got {args.kinds!r})"
+            f"--release needs dates and --kinds some of {allowed} (got {args.kinds!r})"
         )
     item_filter = ItemFilter(
         created_after=args.created_after.isoformat() if args.created_after else None,
@@ -434,29 +435,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 settings=cfg.evaluate,
                 item_filter=item_filter,
             )
-        record = rep.run_record(run, model=model, model_spec=args.model or "", config=config)
-        record["limit"] = args.limit
-        out = args.out or rep.default_out(
-            workdir, release, model, args.retriever, item_filter.record()
+        done = rep.record_run(
+            workdir,
+            run,
+            model=model,
+            model_spec=args.model or "",
+            config=config,
+            limit=args.limit,
+            out=args.out,
+            per_release=len(releases) > 1,
         )
-        if args.out and len(releases) > 1:
-            out = args.out / release
-        rep.write_results(out, record, run.predictions)
         for kind, why in run.skipped.items():
             print(f"skipped {kind}: {why}")
-        print(rep.results_table([record]), end="")
+        print(rep.results_table([done.record]), end="")
         print(
             f"release {release}: {len(run.predictions)} items, "
             f"{run.model_calls} model calls, {run.cache_hits} cache hits, "
-            f"{run.seconds:.1f}s -> {out}"
+            f"{run.seconds:.1f}s -> {done.out}"
         )
-        if run.failed:
-            incomplete += run.failed
-            continue  # a run with failed calls does not enter the leaderboard
-        runs = rep.update_leaderboard(workdir, record)
-        plot = rep.write_release_plot(workdir, runs, model, args.retriever)
-        if plot is not None:
-            print(f"plot {plot}")
+        incomplete += run.failed
+        if done.plot is not None:
+            print(f"plot {done.plot}")
     if incomplete:
         print(
             f"wikidrift: {incomplete} model call(s) failed (see 'error' in predictions.jsonl) "

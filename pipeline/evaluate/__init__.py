@@ -10,7 +10,7 @@
 - :mod:`pipeline.evaluate.lmeval`: lm-evaluation-harness task YAMLs for the HF export.
 """
 
-from pipeline.evaluate.harness import KINDS, EvalRun, ItemFilter, evaluate_release
+from pipeline.evaluate.harness import EVALUATED_TABLES, EvalRun, ItemFilter, evaluate_release
 from pipeline.evaluate.retrievers import RETRIEVERS
 
-__all__ = ["KINDS", "RETRIEVERS", "EvalRun", "ItemFilter", "evaluate_release"]
+__all__ = ["EVALUATED_TABLES", "RETRIEVERS", "EvalRun", "ItemFilter", "evaluate_release"]

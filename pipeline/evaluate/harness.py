@@ -31,10 +31,10 @@ from pipeline.generate.prompts import load_prompt
 from pipeline.layout import check_release, read_release_table, release_dir
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
-from pipeline.schemas import KINDS as ALL_KINDS
+from pipeline.schemas import KINDS
 
 # The release tables an evaluation asks, by kind.
-KINDS = tuple(k.table for k in ALL_KINDS if k.evaluated)
+EVALUATED_TABLES = tuple(k.table for k in KINDS if k.evaluated)
 TYPES = ("unchanged", "new", "changed")
 NO_PASSAGES = "(none: answer from what you know)"
 CONVERSATION_START = "(the conversation starts here)"
@@ -477,7 +477,7 @@ def evaluate_release(
     backend: LLMBackend,
     retriever: str = "none",
     embedder: Embedder | None = None,
-    kinds: Sequence[str] = KINDS,
+    kinds: Sequence[str] = EVALUATED_TABLES,
     limit: int | None = None,
     settings: EvaluateConfig | None = None,
     item_filter: ItemFilter | None = None,
@@ -487,9 +487,9 @@ def evaluate_release(
     on the items ``item_filter`` keeps (default: all)."""
     workdir = Path(workdir)
     settings = settings or EvaluateConfig()
-    unknown = sorted(set(kinds) - set(KINDS))
+    unknown = sorted(set(kinds) - set(EVALUATED_TABLES))
     if unknown:
-        raise WikidriftError(f"unknown kinds {unknown}: allowed: {', '.join(KINDS)}")
+        raise WikidriftError(f"unknown kinds {unknown}: allowed: {', '.join(EVALUATED_TABLES)}")
     if limit is not None and limit < 1:
         raise WikidriftError(f"--limit {limit}: must be at least 1")
     started = time.monotonic()

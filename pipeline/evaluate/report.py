@@ -14,7 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +236,42 @@ def write_release_plot(
         fig.savefig(fh, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """Where a finished run was written and what it joined."""
+
+    out: Path  # the run's folder (results.json, results.md, predictions.jsonl)
+    record: dict[str, Any]  # results.json
+    on_leaderboard: bool  # False when model calls failed: the run is not comparable
+    plot: Path | None  # the model's QA F1 across releases, once there are two
+
+
+def record_run(
+    workdir: str | Path,
+    run: EvalRun,
+    *,
+    model: str,
+    model_spec: str,
+    config: dict[str, Any],
+    limit: int | None,
+    out: Path | None = None,
+    per_release: bool = False,
+) -> RecordedRun:
+    """Write a finished run's results into ``out`` (``out/<release>`` with ``per_release``;
+    default: :func:`default_out`) and, when every model call succeeded, put it on the
+    leaderboard and redraw the model's plot. A run with failed calls stays off the
+    leaderboard: its failed items count as wrong, and the same command run again retries
+    them."""
+    record = run_record(run, model=model, model_spec=model_spec, config=config)
+    record["limit"] = limit
+    if out is None:
+        out = default_out(workdir, run.release, model, run.retriever, record.get("filter"))
+    elif per_release:
+        out = out / run.release
+    write_results(out, record, run.predictions)
+    if run.failed:
+        return RecordedRun(out, record, on_leaderboard=False, plot=None)
+    runs = update_leaderboard(workdir, record)
+    return RecordedRun(out, record, True, write_release_plot(workdir, runs, model, run.retriever))

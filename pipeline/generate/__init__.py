@@ -25,9 +25,9 @@ from pipeline.generate.prompts import (
 from pipeline.generate.quadruples import normalize_timestamp
 from pipeline.generate.selection import (
     Article,
+    ArticleParagraph,
     ChangedPair,
     NewGroup,
-    Paragraph,
     changed_pairs,
     dialogue_paragraphs,
     group_new_sentences,
@@ -40,6 +40,7 @@ from pipeline.markers import GenerationSummary
 
 __all__ = [
     "Article",
+    "ArticleParagraph",
     "ChangedPair",
     "Dialogue",
     "DialogueTurn",
@@ -47,7 +48,6 @@ __all__ = [
     "ItemGenerator",
     "LLMContradictionChecker",
     "NewGroup",
-    "Paragraph",
     "PromptTemplate",
     "QAItem",
     "Quadruple",

@@ -191,7 +191,7 @@ def changed_values(old: str, new: str) -> tuple[str, str] | None:
     as each sentence has it; None when no value was replaced in place. A clean swap (all
     that differs in its stretch of the sentence) comes first, then times, numbers, names;
     a value still found in the other sentence is no answer (the answer did not change)."""
-    from pipeline.facts import compare_slots
+    from pipeline.slots import compare_slots
     from pipeline.text_checks import is_grounded
 
     slots = compare_slots(old, new, _entities(parse(old)), _entities(parse(new)))

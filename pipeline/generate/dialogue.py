@@ -29,7 +29,7 @@ from pipeline.generate.items import (
 )
 from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
-from pipeline.generate.selection import Article, Paragraph, dialogue_paragraphs
+from pipeline.generate.selection import Article, ArticleParagraph, dialogue_paragraphs
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.text_checks import supporting_sentence
 
@@ -39,7 +39,7 @@ class DialogueTask:
     """One dialogue request and what is needed to turn its answer into a dialogue."""
 
     article: Article
-    paragraph: Paragraph
+    paragraph: ArticleParagraph
     request: LLMRequest
 
     @property
@@ -48,7 +48,9 @@ class DialogueTask:
         return self.paragraph.sent_idx
 
 
-def dialogue_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> DialogueTask:
+def dialogue_task(
+    article: Article, paragraph: ArticleParagraph, cfg: GenerationConfig
+) -> DialogueTask:
     """A ``dialogue`` request for one paragraph."""
     request = load_prompt("dialogue").request(
         schema=answer_schema(

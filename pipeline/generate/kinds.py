@@ -25,7 +25,7 @@ from pipeline import progress
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
 from pipeline.generate.items import Reject, to_json
-from pipeline.generate.selection import Article, Paragraph
+from pipeline.generate.selection import Article, ArticleParagraph
 from pipeline.generate.validate import REASONS, ItemValidator
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
 from pipeline.schemas import LEDGER_KINDS
@@ -121,7 +121,7 @@ class ItemGenerator:
 
     table: str  # its generated table, as in GENERATED_TABLES, and its config switch
     prompts: tuple[str, ...]  # its templates (their hashes enter the generation digest)
-    initial_tasks: Callable[[Article, list[Paragraph], GenerationConfig], list[Any]]
+    initial_tasks: Callable[[Article, list[ArticleParagraph], GenerationConfig], list[Any]]
     update_tasks: Callable[[Article, GenerationConfig, str], list[Any]]
     run: Callable[[list[Any], Batch], KindOutput]
     follow_ups: tuple[str, ...] = ()  # follow-up turns appended to its prompts' conversations

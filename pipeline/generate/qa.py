@@ -33,9 +33,9 @@ from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
 from pipeline.generate.prompts import MAX_CHARS, load_prompt, number_sentences
 from pipeline.generate.selection import (
     Article,
+    ArticleParagraph,
     ChangedPair,
     NewGroup,
-    Paragraph,
     changed_pairs,
     group_new_sentences,
     is_statement,
@@ -135,7 +135,9 @@ def _spans(article: Article, indices: tuple[int, ...]) -> tuple[AnswerSpan, ...]
     return tuple(answer_spans(kept, [article.texts[i] for i in kept], article.title))
 
 
-def initial_qa_task(article: Article, paragraph: Paragraph, cfg: GenerationConfig) -> QATask | None:
+def initial_qa_task(
+    article: Article, paragraph: ArticleParagraph, cfg: GenerationConfig
+) -> QATask | None:
     """A ``qa_initial`` request for one selected paragraph (None: nothing in it to ask for)."""
     spans = _spans(article, paragraph.sent_idx)
     if not spans:

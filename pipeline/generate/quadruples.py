@@ -39,7 +39,7 @@ from pipeline.generate.items import (
 from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
 from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
 from pipeline.generate.quadruple_parse import PARSE_RULES, TitleReferent, facts_of, parser_id
-from pipeline.generate.selection import CHANGED, NEW, Article, Paragraph, is_statement
+from pipeline.generate.selection import CHANGED, NEW, Article, ArticleParagraph, is_statement
 from pipeline.generate.validate import quadruple_key, split_duplicates
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.syntax import parse
@@ -98,7 +98,7 @@ def quadruple_task(
 
 
 def initial_quadruple_tasks(
-    article: Article, paragraphs: list[Paragraph], cfg: GenerationConfig
+    article: Article, paragraphs: list[ArticleParagraph], cfg: GenerationConfig
 ) -> list[QuadrupleTask]:
     """An article's first quadruple tasks: one per selected paragraph; read off the parse,
     which costs no model time, one per paragraph of the article (its statements)."""

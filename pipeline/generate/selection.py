@@ -34,7 +34,7 @@ CHANGED, NEW, UNCHANGED, UNLABELED = "changed", "new", "unchanged", "unlabeled"
 
 
 @dataclass(frozen=True)
-class Paragraph:
+class ArticleParagraph:
     """The sentences of one paragraph of one article, in document order."""
 
     page_id: int
@@ -91,9 +91,9 @@ class Article:
         """How many sentences the article has in this snapshot."""
         return len(self.texts)
 
-    def paragraphs(self) -> list[Paragraph]:
+    def paragraphs(self) -> list[ArticleParagraph]:
         """The article's paragraphs in document order."""
-        out: list[Paragraph] = []
+        out: list[ArticleParagraph] = []
         idx: list[int] = []
         for i, para in enumerate(self.para_of):
             if idx and self.para_of[idx[-1]] != para:
@@ -104,8 +104,8 @@ class Article:
             out.append(self._paragraph(idx))
         return out
 
-    def _paragraph(self, idx: list[int]) -> Paragraph:
-        return Paragraph(
+    def _paragraph(self, idx: list[int]) -> ArticleParagraph:
+        return ArticleParagraph(
             page_id=self.page_id,
             para_idx=self.para_of[idx[0]],
             section=self.section_of[idx[0]],
@@ -122,7 +122,7 @@ class Article:
         return NEW if self.initial else self.labels.get(idx, UNLABELED)
 
 
-def is_informative(paragraph: Paragraph, cfg: GenerationConfig) -> bool:
+def is_informative(paragraph: ArticleParagraph, cfg: GenerationConfig) -> bool:
     """GrowOVER's paragraph criteria: few sentences and a moderate length."""
     n_chars = len(paragraph.text)
     return (
@@ -131,14 +131,14 @@ def is_informative(paragraph: Paragraph, cfg: GenerationConfig) -> bool:
     )
 
 
-def informative_paragraphs(article: Article, cfg: GenerationConfig) -> list[Paragraph]:
+def informative_paragraphs(article: Article, cfg: GenerationConfig) -> list[ArticleParagraph]:
     """The article's paragraphs that pass :func:`is_informative`."""
     return [p for p in article.paragraphs() if is_informative(p, cfg)]
 
 
 def pick_per_cluster(
-    candidates: Sequence[Paragraph], vectors: np.ndarray, cfg: GenerationConfig
-) -> list[Paragraph]:
+    candidates: Sequence[ArticleParagraph], vectors: np.ndarray, cfg: GenerationConfig
+) -> list[ArticleParagraph]:
     """K-Means over the candidates' vectors, one seeded-random paragraph per cluster; the
     picks are returned in document order."""
     k = cfg.paragraphs_per_article
@@ -163,14 +163,14 @@ def pick_per_cluster(
 
 def select_paragraphs(
     articles: Sequence[Article], embedder: Embedder, cfg: GenerationConfig
-) -> dict[int, list[Paragraph]]:
+) -> dict[int, list[ArticleParagraph]]:
     """Initial-generation paragraphs of each article (page_id -> picks). All candidate
     paragraphs that need clustering are embedded in one call."""
     candidates = {a.page_id: informative_paragraphs(a, cfg) for a in articles}
     to_embed = [p for ps in candidates.values() if len(ps) > cfg.paragraphs_per_article for p in ps]
     vectors = embedder.embed([p.text for p in to_embed]) if to_embed else np.zeros((0, 1))
     row = {(p.page_id, p.para_idx): i for i, p in enumerate(to_embed)}
-    out: dict[int, list[Paragraph]] = {}
+    out: dict[int, list[ArticleParagraph]] = {}
     for page_id, ps in candidates.items():
         if len(ps) > cfg.paragraphs_per_article:
             vecs = vectors[[row[(p.page_id, p.para_idx)] for p in ps]]
@@ -267,7 +267,7 @@ def changed_pairs(article: Article) -> list[ChangedPair]:
     return pairs
 
 
-def dialogue_paragraphs(article: Article, cfg: GenerationConfig) -> list[Paragraph]:
+def dialogue_paragraphs(article: Article, cfg: GenerationConfig) -> list[ArticleParagraph]:
     """Informative paragraphs with a changed or new sentence and no unlabeled one."""
     out = []
     for p in informative_paragraphs(article, cfg):

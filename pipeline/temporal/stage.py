@@ -106,7 +106,9 @@ def plan_temporal(
     return TemporalJob(str(workdir), snapshot, previous, digest, inputs, max_new, phrasing, c2)
 
 
-def _stored(job: TemporalJob, force: bool) -> TemporalSummary | None:
+def prepare_temporal(job: TemporalJob, force: bool) -> TemporalSummary | None:
+    """The stored state when these temporal questions were built from the same inputs (and
+    not ``force``), else None (the stage runs)."""
     stored = None if force else own_marker(job.out / "state.json", TemporalSummary)
     if done_before(stored, job.inputs_digest, job.out):
         stored.already_done = True
@@ -118,7 +120,7 @@ TEMPORAL_STAGE: Stage[TemporalJob, TemporalSummary] = Stage(
     name="temporal",
     unit="LLM request",  # the backend reports requests as they are planned and answered
     tools=("backend",),
-    prepare=_stored,
+    prepare=prepare_temporal,
     part_sizes=lambda job: [0],
     run_part=lambda job, index, tools: _phrase(job, tools.backend),
     finalize=lambda job, results, seconds: results[0],

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from pipeline.evaluate import report
+from pipeline.evaluate.harness import EvalRun
 
 
 def _record(release: str, retriever: str, f1: float) -> dict:
@@ -80,3 +81,43 @@ def test_a_filtered_run_has_its_own_line_folder_and_label(tmp_path: Path) -> Non
     older = _record("2024-06-01", "bm25", 10.0) | {"filter": newer["filter"]}
     runs = report.update_leaderboard(tmp_path, older)
     assert report.write_release_plot(tmp_path, runs, "openai:m", "bm25") is None
+
+
+def _run(release: str, failed: int, f1: float) -> EvalRun:
+    record = _record(release, "bm25", f1)
+    return EvalRun(
+        release=release,
+        release_id=record["release_id"],
+        retriever="bm25",
+        k=3,
+        kinds=["qa"],
+        skipped={},
+        counts={"qa": {"all": 2}},
+        metrics=record["metrics"],
+        predictions=[{"id": "q1", "prediction": "x", "error": "timeout" if failed else None}],
+        model_calls=2,
+        cache_hits=0,
+        failed=failed,
+        retrieval_ms_per_query=0.1,
+        seconds=1.0,
+        prompt_hashes={"qa": "p"},
+    )
+
+
+def test_a_recorded_run_joins_the_leaderboard_only_when_no_call_failed(tmp_path: Path) -> None:
+    common = {"model": "openai:m", "model_spec": "", "config": {}, "limit": None}
+    failed = report.record_run(tmp_path, _run("2024-06-01", 1, 10.0), **common)
+    assert failed.out == tmp_path / "evaluations" / "2024-06-01" / "openai-m__bm25"
+    assert json.loads((failed.out / "results.json").read_text())["failed"] == 1
+    assert not failed.on_leaderboard and failed.plot is None
+    assert not (tmp_path / "evaluations" / "leaderboard.jsonl").exists()
+    first = report.record_run(tmp_path, _run("2024-06-01", 0, 40.0), **common)
+    assert first.on_leaderboard and first.plot is None  # one release: nothing to plot yet
+    out = tmp_path / "mine"
+    second = report.record_run(
+        tmp_path, _run("2025-01-01", 0, 50.0), **common, out=out, per_release=True
+    )
+    assert second.out == out / "2025-01-01" and (second.out / "predictions.jsonl").is_file()
+    assert second.plot is not None and second.plot.is_file()
+    lines = (tmp_path / "evaluations" / "leaderboard.jsonl").read_text().splitlines()
+    assert [json.loads(x)["release"] for x in lines] == ["2024-06-01", "2025-01-01"]

@@ -22,7 +22,7 @@ from pipeline.generate.kinds import (
     reject_reasons,
 )
 from pipeline.generate.qa import QA_GENERATOR
-from pipeline.generate.selection import Article, Paragraph
+from pipeline.generate.selection import Article, ArticleParagraph
 from pipeline.generate.stage import generate_items
 from pipeline.generate.validate import REASONS
 from pipeline.layout import read_generated
@@ -60,7 +60,9 @@ def test_a_kind_must_name_a_generator() -> None:
         kinds._resolve("pipeline.schemas:QA")
 
 
-def _fake_tasks(article: Article, paragraphs: list[Paragraph], _cfg: GenerationConfig) -> list[Any]:
+def _fake_tasks(
+    article: Article, paragraphs: list[ArticleParagraph], _cfg: GenerationConfig
+) -> list[Any]:
     return [(article, p.sent_idx) for p in paragraphs]
 
 
