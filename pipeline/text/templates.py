@@ -3,7 +3,7 @@
 This module's one job is to turn one template call (``{{convert|80|mph}}``, dates,
 currencies, ``{{as of}}``, ``{{val}}``, ``{{lang}}``, parser functions such as
 ``{{formatnum:...}}``) into the text a reader of the article sees. The tree walk that meets
-the templates lives in :mod:`pipeline.text`: it hands each template node to
+the templates lives in :mod:`pipeline.text.wikitext`: it hands each template node to
 :func:`render_template_node` together with itself, so that template arguments (which hold
 links, formatting and nested templates) are rendered by the same walker. Unknown templates
 render as "".

@@ -1,4 +1,4 @@
-"""Tests of pipeline.text: wikitext -> paragraphs, sentences, hashes.
+"""Tests of pipeline.text: wikitext -> paragraphs (.wikitext), sentences and hashes (.sentences).
 
 The real-data tests read the 180 wikisnap revisions in place (tests/data/wikisnap) and
 parse each one once per module.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import pipeline.text as text_module
+import pipeline.text.wikitext as text_module
 from pipeline.errors import WikidriftError
 from pipeline.records import Paragraph
 from pipeline.text import (
@@ -338,7 +338,7 @@ def test_a_paragraph_longer_than_spacy_accepts_is_split_in_pieces(
     sentence = "Mercedes finished 2023 second in the Constructors' Championship. "
     giant = sentence * 40  # 2,640 characters
     monkeypatch.setattr(splitter.nlp, "max_length", 1000)
-    monkeypatch.setattr("pipeline.text.MAX_PARSE_CHARS", 500)
+    monkeypatch.setattr("pipeline.text.sentences.MAX_PARSE_CHARS", 500)
     out = list(splitter.split(["Short one. Two.", giant, "Last."]))
     assert out[0] == ["Short one.", "Two."] and out[2] == ["Last."]
     assert out[1] == [sentence.strip()] * 40  # every cut fell between two sentences
@@ -435,7 +435,7 @@ def test_load_spacy_keeps_only_what_is_asked() -> None:
 
 
 def test_missing_models_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text_module, "_DEFAULT_MODELS", ("no_such_model_b",))
+    monkeypatch.setattr("pipeline.text.sentences._DEFAULT_MODELS", ("no_such_model_b",))
     broken = SentenceSplitter(model="no_such_model_a")
     with pytest.raises(WikidriftError, match="no_such_model_a.*no_such_model_b"):
         next(broken.split(["Hello."]))

@@ -1,4 +1,4 @@
-"""Tests of pipeline.wikitext_templates: template calls rendered to plain text.
+"""Tests of pipeline.text.templates: template calls rendered to plain text.
 
 Templates are rendered through :func:`pipeline.text.render_template`, the tree walker that
 hands each template node to the registry, as in real articles.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.text import render_template
-from pipeline.wikitext_templates import TEMPLATE_NAMES
+from pipeline.text.templates import TEMPLATE_NAMES
 from tests.conftest import load_wikisnap_revision
 
 # ---------------------------------------------------------------------------------------
