@@ -10,7 +10,10 @@ rewordings labeled unchanged and of updates labeled unchanged, the judge's calls
 seconds (in all, per article pair).
 
     .venv/bin/python -m benchmarks.bench_changed [--judge none|local|openai:MODEL|URL]
-        [--judge-only] [--set random|enriched] [--split dev|test] [--gold FILE] [--workdir W]
+        [--judge-only] [--set SET] [--split dev|test] [--gold FILE] [--workdir W]
+
+``--set`` keeps one drawing of the gold set (``random``, ``enriched``, ``enriched2``,
+``random2``, ``rest``, ``pairing``: benchmarks/data/CHANGED_GOLD.md).
 
 ``--judge-only`` measures the judge alone: every pair the judge can ask about goes to it,
 even those the alignment settles by itself. ``--split test`` keeps the newest date pair
@@ -448,7 +451,11 @@ def main() -> None:
     parser.add_argument("--gold", type=Path, default=GOLD)
     parser.add_argument("--judge", default="local")
     parser.add_argument("--judge-only", action="store_true")
-    parser.add_argument("--set", dest="which_set", choices=["random", "enriched"])
+    parser.add_argument(
+        "--set",
+        dest="which_set",
+        choices=["random", "enriched", "enriched2", "random2", "rest", "pairing"],
+    )
     parser.add_argument("--split", choices=["dev", "test"])
     parser.add_argument("--workdir", type=Path, help="keep the caches (LLM answers) here")
     parser.add_argument("--dump", type=Path, help="write each pair with its label here (JSONL)")
