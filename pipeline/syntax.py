@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
+from pipeline.facts import abbreviates
+
 _MAX_CACHED_DOCS = 4096
 _WORD = re.compile(r"[\w'’-]+")
 # Relation words that locate nothing by themselves: prepositions, articles, auxiliaries.
@@ -346,3 +348,98 @@ def unsupported_words(
             continue
         missing.append(token.text)
     return list(dict.fromkeys(missing))
+
+
+# ------------------------------------------------------------------ who does what in a question
+
+_WH_WORDS = frozenset("who whom whose what which when where why how".split())  # noqa: SIM905
+
+
+def _is_passive(verb: Any) -> bool:
+    return any(c.dep_ in ("auxpass", "nsubjpass") for c in verb.children)
+
+
+def _role_fillers(verb: Any) -> dict[str, list[Any]]:
+    """Who does ``verb`` (``agent``: an active verb's subject, shared through "to leave" and
+    conjuncts, or a passive's "by" phrase) and to whom or what (``patient``: a passive's
+    subject, the noun a participle describes, an active verb's direct object)."""
+    by_phrase = [g for c in verb.children if c.dep_ == "agent" for g in c.children]
+    if verb.dep_ == "acl" and verb.tag_ == "VBN":  # "OpenAI accused of lying"
+        return {"agent": by_phrase, "patient": [verb.head]}
+    if _is_passive(verb):
+        subjects = [c for c in verb.children if c.dep_ == "nsubjpass"]
+        return {"agent": by_phrase, "patient": [a for s in subjects for a in _antecedents(s)]}
+    objects = [c for c in verb.children if c.dep_ == "dobj"]
+    return {"agent": _subject_tokens(verb), "patient": objects}
+
+
+def _naming_tokens(token: Any) -> list[Any]:
+    """The tokens of a phrase that name it: its subtree without clauses about it."""
+    skip: set[int] = set()
+    for child in token.children:
+        if child.dep_ in _MODIFIER_CLAUSES:
+            skip.update(t.i for t in child.subtree)
+    return [t for t in token.subtree if t.i not in skip]
+
+
+def _is_named(token: Any) -> bool:
+    return any(t.pos_ == "PROPN" or (t.is_upper and len(t) > 1) for t in _naming_tokens(token))
+
+
+def actor_problem(question: str, evidence: str, title: str) -> str:
+    """Why the question gives an action of its evidence to another named actor, or "": its
+    verb is one the evidence uses, the question names who does it (or to whom it is done),
+    and every use of that verb in the evidence names someone else in that role ("When was
+    OpenAI accused of lying?" where Altman was; "When did Mercedes leave the team?" where
+    Mercedes confirmed Hamilton would). A pronoun, a common noun ("the bank") or a part of
+    the article's title in the evidence could be anyone: no problem then."""
+    evidence_doc = parse(evidence)
+    title_words = _content(_norm(title))
+    # "Radeon RX 7000 series: The Navi 31 module features what?": the question is after the
+    # label (parsed whole, the label reads as the subject)
+    asked_part = question.rsplit(": ", 1)[-1]
+    for verb in parse(asked_part):
+        if not _is_verb(verb) or verb.lemma_.lower() in _LIGHT_LEMMAS:
+            continue
+        uses = [
+            t for t in evidence_doc
+            if _is_verb(t) and t.lemma_.lower() == verb.lemma_.lower()
+        ]  # fmt: skip
+        if not uses:
+            continue
+        for role, fillers in _role_fillers(verb).items():
+            for filler in fillers:
+                asked = _content(w for w in _phrase(filler) if w not in _WH_WORDS)
+                if not asked or not _is_named(filler):
+                    continue
+                said = [_role_fillers(use)[role] for use in uses]
+                if not all(said) or any(
+                    _could_be(f, asked, title_words) for fs in said for f in fs
+                ):
+                    continue
+                other = " ".join(_phrase(said[0][0]))
+                return (
+                    f"the evidence's {role} of {verb.lemma_!r} is {other!r}, "
+                    f"not {' '.join(asked)!r}"
+                )
+    return ""
+
+
+def _could_be(token: Any, asked: list[str], title_words: list[str]) -> bool:
+    """``token`` may name what the words ``asked`` name: it names nothing in particular (a
+    pronoun, a common noun), it shares a content word with them, or both are parts of the
+    article's title ("the Model Y" and "Tesla" of Tesla Model Y)."""
+    if token.lower_ in _PERSONAL or not _is_named(token):
+        return True
+    words = _content(_phrase(token))
+    if any(_same(w, a) for w in words for a in asked):
+        return True
+    if _abbreviation_of(words, asked) or _abbreviation_of(asked, words):
+        return True
+    return _covers(words, title_words) and _covers(asked, title_words)
+
+
+def _abbreviation_of(short: list[str], name: list[str]) -> bool:
+    """A word of ``short`` abbreviates the end of ``name`` ("DHS", "the US Food and Drug
+    Administration" for "FDA")."""
+    return any(abbreviates(w, name[i:]) for w in short for i in range(len(name) - 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.syntax import RelationParser
+from pipeline.syntax import RelationParser, actor_problem
 
 PARSER = RelationParser()
 
@@ -160,3 +160,61 @@ def test_each_sentence_is_parsed_once() -> None:
     cached = parser._docs[NEWEY]
     parser.problem("Adrian Newey", "will join", "Aston Martin", NEWEY, "Aston Martin")
     assert parser._docs[NEWEY] is cached and len(parser._docs) == 1
+
+
+ALTMAN_ACCUSED = (
+    "In May 2024, after OpenAI's non-disparagement agreements were exposed, Altman was accused "
+    "of lying when claiming to have been unaware of the equity cancellation provision for "
+    "departing employees that don't sign the agreement."
+)
+HAMILTON_LEAVES = (
+    "On 1 February 2024, Mercedes confirmed Hamilton would leave the team after 11 years, with "
+    "the seven-time champion signing a multi year contract to drive for Ferrari from 2025 onwards."
+)
+OKLO_MERGER = "In May 2024, Oklo Inc. completed a merger with the SPAC to become a public company."
+# (title, question, evidence, the actor the evidence names instead): the dev gold's questions
+SWAPPED = [
+    ("Sam Altman", "In which month was OpenAI accused of lying about the equity provision?",
+     ALTMAN_ACCUSED, "altman"),
+    ("Mercedes-Benz in Formula One", "When was Mercedes-Benz confirmed to leave the Formula One "
+     "team?", HAMILTON_LEAVES, "hamilton"),
+    ("Sam Altman", "What company did Sam Altman merge with in May 2024 to become a public "
+     "company?", OKLO_MERGER, "oklo"),
+]  # fmt: skip
+# (title, question, evidence): the evidence's actor may be the question's
+SAME_ACTOR = [
+    ("Sam Altman", "When was Altman accused of lying?", ALTMAN_ACCUSED),
+    ("Sam Altman", "When was Sam Altman accused of lying?", ALTMAN_ACCUSED),
+    ("Mercedes-Benz in Formula One", "When did Mercedes confirm that Hamilton would leave the "
+     "team?", HAMILTON_LEAVES),
+    ("Mercedes-Benz in Formula One", "When did Hamilton leave?", HAMILTON_LEAVES),
+    # a common noun or a part of the title could be anyone / the article's entity
+    ("Barclays", "When did Barclays announce the acquisition of Tesco Bank's operations?",
+     "In February 2024, the bank announced the acquisition of the Tesco Bank's operations."),
+    ("Tesla Model Y", "When did Tesla start production of the Model Y at the Fremont Factory?",
+     "After its 2019 introduction, the Model Y started production at the Fremont Factory in "
+     "January 2020."),
+    # an abbreviation names its expansion
+    ("Semaglutide", "When did the FDA expand the indication for semaglutide?",
+     "In March 2024, the US Food and Drug Administration expanded the indication for "
+     "semaglutide."),
+    ("United States Department of Homeland Security", "What does the Department of Homeland "
+     "Security contain?", "DHS contains operational components and support components."),
+    # a label before the question is not its subject
+    ("Radeon RX 7000 series", "Radeon RX 7000 series: The Navi 31 module features what "
+     "transistors?", "The Navi 31 module features 58 billion transistors."),
+    # the evidence does not use the verb: another check's business
+    ("Sam Altman", "When did OpenAI fire Altman?", ALTMAN_ACCUSED),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("title", "question", "evidence", "instead"), SWAPPED)
+def test_a_question_giving_an_action_to_another_actor_is_named(
+    title: str, question: str, evidence: str, instead: str
+) -> None:
+    assert instead in actor_problem(question, evidence, title)
+
+
+@pytest.mark.parametrize(("title", "question", "evidence"), SAME_ACTOR)
+def test_a_question_keeping_who_did_what_passes(title: str, question: str, evidence: str) -> None:
+    assert actor_problem(question, evidence, title) == ""

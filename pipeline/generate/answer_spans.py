@@ -47,6 +47,11 @@ _MONTH = re.compile(r"\b(?:" + "|".join(MONTH_NAMES) + r")\b")
 _DIGIT = re.compile(r"\d")
 _LIGHT = frozenset({"be", "have", "do"})
 _PAIRS = (("(", ")"), ("[", "]"), ("\u201c", "\u201d"))
+# One end of a range or a score: "65–19", "2005–2006", "July to early August".
+_RANGE_END = r"(?:\d(?:[\d,.]*\d)?|" + "|".join(MONTH_NAMES) + r")"
+_RANGE_LINK = r"(?:–|—|-|to|through)"
+_RANGE_BEFORE = re.compile(_RANGE_END + r"\s*" + _RANGE_LINK + r"\s*$")
+_RANGE_AFTER = re.compile(r"^\s*" + _RANGE_LINK + r"\s*(?:early |late |mid-?)?" + _RANGE_END)
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,23 @@ class AnswerSpan:
     kind: str  # ENTITY_KINDS value
     anchor: str  # lemma of the verb it is an argument of ("" when none)
     counted: str = ""  # for a count: the noun it counts ("speakers" for "6 speakers")
+
+
+def range_part(text: str, sentence: str) -> str:
+    """The range or score of ``sentence`` that ``text`` is only one end of ("19" of the
+    record "65–19", "2006" of "2005–2006"), or "": asked alone, it is half an answer."""
+    text = text.strip()
+    if not (_DIGIT.search(text) or _MONTH.search(text)):
+        return ""  # "Boeing" of "Boeing-737" is a name, not a range's end
+    for match in re.finditer(rf"(?<!\w){re.escape(text)}(?!\w)", sentence):
+        before, after = sentence[: match.start()], sentence[match.end() :]
+        start = _RANGE_BEFORE.search(before)
+        if start and not re.search(r"[^\W\d]-\s*$", before):
+            return before[start.start() :] + text
+        end = _RANGE_AFTER.match(after)
+        if end:
+            return text + end.group(0)
+    return ""
 
 
 def _inside_brackets(doc: Any, start: int, end: int) -> bool:
@@ -111,6 +133,8 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
             continue
         if _is_title(text, title) or _inside_brackets(doc, ent.start, ent.end):
             continue
+        if range_part(text, doc.text):
+            continue  # half a range or a score: asked alone, half an answer
         if len(re.findall(rf"(?<!\w){re.escape(text)}(?!\w)", doc.text)) != 1:
             continue  # written twice: which one a question asks for is unclear
         verb = _anchor(ent.root)

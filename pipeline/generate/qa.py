@@ -69,6 +69,10 @@ RETRY_HINTS: dict[str, str] = {
     "only the sentence's own words and facts.",
     "question_side_unstated": "the question puts someone on the wrong side: keep who did what "
     "to whom as the sentence says it.",
+    "question_actor_swapped": "the question says someone did (or underwent) what the sentence "
+    "says someone else did: keep who did what as the sentence says it.",
+    "answer_part_of_range": "the answer is only one end of a range or a score: the answer is "
+    "the whole of it, as the sentence writes it.",
     "answer_not_attached": "the question asks about another action of the sentence than the "
     "one its answer belongs to. Use the verb the answer goes with.",
     "answers_identical": "the earlier and the current answer are the same.",

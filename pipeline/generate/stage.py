@@ -63,7 +63,7 @@ from pipeline.storage import write_json_atomic
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
-GENERATOR_VERSION = "generate-5"
+GENERATOR_VERSION = "generate-6"
 
 
 def _inputs_digest(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from pipeline.config import GenerationConfig
+from pipeline.generate.answer_spans import range_part
 from pipeline.generate.grammar_checks import (
     answer_attachment,
     answers_kind,
@@ -32,7 +33,7 @@ from pipeline.generate.grammar_checks import (
 )
 from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple
 from pipeline.generate.prompts import MAX_CHARS
-from pipeline.syntax import BACK_NOUNS, RelationParser
+from pipeline.syntax import BACK_NOUNS, RelationParser, actor_problem
 from pipeline.text_checks import (
     MONTH_ALTERNATION,
     TURN_MIN_SHARE,
@@ -96,6 +97,9 @@ REASONS: dict[str, str] = {
     "evidence does not state (a false premise)",
     "question_side_unstated": "the question sets something against someone its evidence sets "
     'nothing against ("the case against Smith" where Smith brought it)',
+    "question_actor_swapped": "the question gives an action of its evidence to another named "
+    'actor than the evidence does ("When was OpenAI accused?" where Altman was)',
+    "answer_part_of_range": 'the answer is one end of a range or a score ("19" of "65–19")',
     "answer_not_attached": "the answer belongs to another action of its sentence than the one "
     "the question asks about (its verb, or the noun a count counts, is not in the question)",
     "answer_did_not_change": "a changed QA's answer was already in the old sentence (or the "
@@ -524,6 +528,8 @@ class ItemValidator:
         unnamed = names_no_subject(item.question, item.title)
         unstated = premise_problem(item.question, sources)
         sided = side_problem(item.question, sources)
+        swapped = actor_problem(item.question, item.evidence_text, item.title)
+        halved = range_part(item.answer, item.evidence_text)
         detached = answer_attachment(item.question, item.answer, [item.evidence_text])
         if not detached and item.type == "changed":
             detached = answer_attachment(
@@ -533,6 +539,8 @@ class ItemValidator:
             Check("question_names_nothing", not unnamed, unnamed),
             Check("question_premise_unstated", not unstated, unstated),
             Check("question_side_unstated", not sided, sided),
+            Check("question_actor_swapped", not swapped, swapped),
+            Check("answer_part_of_range", not halved, f"the evidence says {halved!r}"),
             Check("answer_not_attached", not detached, detached),
         ]
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.generate.answer_spans import answer_spans, attachment_problem, changed_values
+from pipeline.generate.answer_spans import (
+    answer_spans,
+    attachment_problem,
+    changed_values,
+    range_part,
+)
 
 pytestmark = pytest.mark.slow  # spaCy
 
@@ -27,6 +32,25 @@ def test_spans_skip_brackets_the_title_and_values_written_twice() -> None:
     # an amount keeps its currency
     revenue = answer_spans([0], ["In 2022, it reported revenue of US$116.6 billion."], "Meta")
     assert [s.text for s in revenue] == ["2022", "US$116.6 billion"]
+
+
+NUGGETS = (
+    "Playing in the Denver Auditorium Arena for the last season the 1974–75 team went 65–19, "
+    "including a 40–2 record at home."
+)
+
+
+def test_one_end_of_a_range_or_score_is_half_an_answer() -> None:
+    assert range_part("19", NUGGETS) == "65–19"
+    assert range_part("65", NUGGETS) == "65–19"
+    assert range_part("July", "It lasted from July to early August.") == "July to early August"
+    assert range_part("2006", "He led the team from 2005-2006.") == "2005-2006"
+    assert range_part("1974–75", NUGGETS) == ""  # the whole range
+    assert range_part("2008", "He was named head coach prior to the 2008 season.") == ""
+    assert range_part("Boeing", "The airline flies the Boeing-737.") == ""  # a name, no range
+    # never offered as an answer span
+    spans = [s.text for s in answer_spans([0], [NUGGETS], "Denver Nuggets")]
+    assert spans and not {"65", "19", "40", "2"} & set(spans)
 
 
 def test_a_question_must_ask_about_the_answers_own_action() -> None:

@@ -319,6 +319,32 @@ CASES = [
         ),
         "question_side_unstated",
     ),
+    (  # Altman was accused, not OpenAI (dev gold, Sam Altman)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Sam Altman",
+                question="In which month was OpenAI accused of lying about the provision?",
+                answer="May 2024",
+                evidence_text="In May 2024, after OpenAI's agreements were exposed, Altman was "
+                "accused of lying about the provision.",
+            ),
+            n_sentences=20,
+        ),
+        "question_actor_swapped",
+    ),
+    (  # 19 is the losses of the 65-19 record (dev gold, Denver Nuggets)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Denver Nuggets",
+                question="What record did the Denver Nuggets finish the 1974–75 season with?",
+                answer="19",
+                evidence_text="The Denver Nuggets finished the 1974–75 season with a record "
+                "of 65–19.",
+            ),
+            n_sentences=20,
+        ),
+        "answer_part_of_range",
+    ),
     (  # 2012 is when she joined, not when she was appointed
         lambda: QUESTIONS.score_qa(
             qa(
