@@ -5,7 +5,10 @@ supported* or *uncertain* given the OLD article. Three commands (``wikidrift ann
 
 - ``sample`` (:mod:`pipeline.annotate.sample`): a seeded, stratified sample of ``new`` and
   ``changed`` sentences (optionally QA items) of one release, with the old context each needs;
-- ``serve`` (:mod:`pipeline.annotate.server`): a local web page that records judgments;
+- ``serve`` (:mod:`pipeline.annotate.server`): a local web page that records judgments (that
+  module is the HTTP layer; the JSON API is :mod:`~pipeline.annotate.api`, over the judgment
+  store :mod:`~pipeline.annotate.store` and the old articles of
+  :mod:`~pipeline.annotate.old_articles`);
 - ``report`` (:mod:`pipeline.annotate.report`): majority vote, accuracy in the layout of
   GrowOVER Table 12, Fleiss' kappa and the disagreements.
 

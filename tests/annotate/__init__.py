@@ -1,6 +1,8 @@
 """Tests of ``wikidrift annotate``: sampling, the annotation server, the report, the page.
 
-Shared helpers (not fixtures: each module builds what it needs from ``released_workdir``).
+Shared helpers. The fixtures the server's test modules share (a sampled release, a running
+server) are in ``conftest.py``; the other modules build what they need from
+``released_workdir``.
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ import http.client
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pipeline.annotate.server import AnnotationServer
 
 # The second release: the first one has nothing to annotate (every sentence "new" by rule).
 RELEASE = "2024-06-01"
@@ -58,3 +63,14 @@ def http_request(
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Every line of a JSONL file, parsed (fails on a malformed line)."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def post_judgment(srv: AnnotationServer, annotator: str, task_id: str, label: str) -> dict:
+    """POST one judgment to ``srv`` and assert it was recorded (201); returns the answer."""
+    status, _, body = http_request(
+        "POST",
+        srv.url + "api/judgments",
+        body={"annotator": annotator, "task_id": task_id, "label": label},
+    )
+    assert status == 201, body
+    return body
