@@ -34,9 +34,10 @@ from pipeline.syntax import parse, parser_package
 
 # Bump when a change of the rules changes which quadruples are read: stored generation runs
 # are then redone (the generation digest covers it) and items name the rules they came from.
-PARSE_RULES = "quadruple-parse-3"
+PARSE_RULES = "quadruple-parse-4"
 
 _SUBJECTS = ("nsubj", "nsubjpass")
+_FINITE = frozenset({"VBD", "VBZ"})  # not VBP: the tagger gives it to "would ... and assume"
 _HEDGES = frozenset({"may", "might", "could", "would", "should", "can"})
 _NEGATIONS = frozenset({"not", "never", "no", "longer", "neither", "nor"})
 # "led X to Y", "carried X to the sixth seed": the fact is where they got
@@ -58,7 +59,8 @@ _OBJECT_PREPS = frozenset(
     "to by from as with against into for of in at on over under onto behind".split()  # noqa: SIM905
 )
 _START_PREPS = frozenset({"from", "since", "starting"})
-_WHEN_PREPS = frozenset({"in", "on", "at", "during", "as"}) | _START_PREPS  # "as of"
+# "as of"; "around April 7, 2023" dates the event as closely as the text can
+_WHEN_PREPS = frozenset({"in", "on", "at", "during", "as", "around", "circa"}) | _START_PREPS
 _EVENT_PREPS = _WHEN_PREPS | {"of"}  # "in the summer of 2019"
 # Nouns that make a preposition of a phrase: "in excess of", "as the result of", "in
 # response to" say how, not what.
@@ -77,6 +79,7 @@ _MAX_SUBJECT_WORDS = 6
 _MAX_JOIN_DISTANCE = 12
 _YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
 _DIGITS = re.compile(r"\d+")
+_APPROXIMATELY = re.compile(r"^(?:around|about|circa|approximately|c\.)\s+", re.IGNORECASE)
 _MONTHS = re.compile(r"\b(" + "|".join(MONTH_NUMBERS) + r")\b", re.IGNORECASE)
 
 
@@ -100,6 +103,7 @@ def timestamp_of(text: str) -> str | None:
     ("5 March 2024", "March 2024", "early 2024", "the 2023 season"); None when it names no
     single year ("2023-24", "the 1990s", "last year")."""
     text = " ".join(text.split()).strip(" ,.")
+    text = _APPROXIMATELY.sub("", text)  # "around April 7, 2023": the closest the text gives
     if text.lower().startswith("the "):
         text = text[4:]
     months = _MONTHS.findall(text)
@@ -370,7 +374,9 @@ def _relation_head(verb: Any) -> list[Any]:
         return [c for c in v.children if c.dep_ in ("aux", "auxpass") and c.lower_ != "to"]
 
     parts = auxiliaries(verb)
-    if not parts and verb.dep_ == "conj":  # "has been discontinued and replaced by"
+    # "has been discontinued and replaced by"; a finite verb has its own tense ("does not
+    # own ... and took over" is not "does took over")
+    if not parts and verb.dep_ == "conj" and verb.tag_ not in _FINITE:
         parts = auxiliaries(verb.head)
     parts += [c for c in verb.children if c.dep_ == "prt"]
     return sorted([verb, *parts], key=lambda t: t.i)
@@ -428,6 +434,32 @@ def _objects(verb: Any) -> list[tuple[list[Any], Any]]:
     return [([preps[0]], g) for g in objects]
 
 
+def _coordinated(verb: Any) -> bool:
+    """A joined verb has its "and" / "or" (on it or on the verb it joins) or a comma before
+    it."""
+    if any(c.dep_ == "cc" for c in (*verb.children, *verb.head.children)):
+        return True
+    return any(t.text in (",", ";") for t in verb.doc[verb.head.i + 1 : verb.i])
+
+
+def _words_between(verb: Any, relation: list[Any], obj: Any) -> list[Any]:
+    """The verb's own words the relation would skip between it and its object: "went
+    *public* with", "has grown *increasingly popular* in", "filed to *trademark*" (an
+    adjective, a verb, an adverb of such an adjective). Nothing when a noun or a number
+    stands there (that is not the relation's to say)."""
+    kept = {t.i for t in relation}
+    start = obj.left_edge.i if obj.left_edge.i > verb.i else obj.i
+    gap = [
+        t for t in verb.doc[verb.i + 1 : start]
+        if t.i not in kept and not t.is_punct and t.pos_ != "DET"
+    ]  # fmt: skip
+    if any(t.pos_ in ("NOUN", "PROPN", "NUM", "PRON") for t in gap):
+        return []
+    content = [t for t in gap if t.pos_ in ("ADJ", "VERB", "PART") or t.lower_ == "to"]
+    content += [t for t in gap if t.pos_ == "ADV" and t.head in content]
+    return content
+
+
 def _conjuncts(token: Any) -> list[Any]:
     """``token`` and the names joined to it by "and"; none when a joined phrase is no name
     of its own ("the Working Families and the Democratic parties' nominations")."""
@@ -462,6 +494,12 @@ def _incomplete(token: Any) -> bool:
     ranked = any(
         t.ent_type_ == "ORDINAL" or t.tag_ == "JJS" or t.lower_ == "only" for t in token.lefts
     )
+    if token.lower_ == "one" and not ranked:  # "one of the first teams ... to sell"
+        ranked = any(
+            t.ent_type_ == "ORDINAL" or t.tag_ == "JJS" or t.lower_ == "only" for t in token.subtree
+        )
+        # the parser often hangs the infinitive on the verb
+        clauses += [c for c in token.head.children if c.dep_ == "advcl" and c.i > token.i]
     return (ranked and bool(clauses)) or any(
         g.lower_ == "to" and g.dep_ == "aux" for c in clauses for g in c.children
     )
@@ -481,7 +519,12 @@ def _qualified_count(token: Any) -> bool:
 
 
 def _holds_a_date(prep: Any) -> bool:
-    return any(t.ent_type_ == "DATE" or _is_year(t) for t in prep.subtree)
+    """The phrase names a date: a year, a month, a date entity with a figure ("of the Year"
+    in an award's name is no date)."""
+    return any(
+        _is_year(t) or (t.ent_type_ == "DATE" and (t.like_num or _MONTHS.fullmatch(t.text)))
+        for t in prep.subtree
+    )
 
 
 def _object_text(token: Any, subject: str) -> str:
@@ -490,6 +533,11 @@ def _object_text(token: Any, subject: str) -> str:
     Bank of California")."""
     names = [c for c in token.children if c.dep_ == "appos" and c.pos_ == "PROPN"]
     if token.pos_ == "NOUN" and len(names) == 1:
+        between = token.doc[token.i + 1 : names[0].i]
+        if not any(c.dep_ in ("det", "poss") for c in token.children) and not any(
+            t.text in (",", ":", "–", "—") for t in between
+        ):
+            return ""  # "filed to trademark "Model Y"": a verb the parser read as a noun
         token = names[0]
     if _qualified_count(token):
         return ""
@@ -608,16 +656,21 @@ def facts_of(
     for verb in _main_verbs(doc):
         if _unasserted(verb) or verb.lemma_ in _LISTING_VERBS:
             continue
-        if verb.dep_ == "conj" and verb.i - verb.head.i > _MAX_JOIN_DISTANCE:
-            continue  # far from the verb whose subject it would share: often a misparse
+        if verb.dep_ == "conj" and (
+            verb.i - verb.head.i > _MAX_JOIN_DISTANCE or not _coordinated(verb)
+        ):
+            continue  # far from the verb whose subject it would share, or joined by no "and"
+            # or comma ("agreed to buy business intelligence startup X"): a misparse
         subj = _subject(verb)
         subject = _subject_text(subj, doc, referent, previous) if subj is not None else ""
         if not subject:
             continue
         head = _relation_head(verb)
         for extra, obj in _objects(verb):
+            words = head + extra
+            words += _words_between(verb, words, obj)
             relation = " ".join(
-                "".join(t.text_with_ws for t in sorted(head + extra, key=lambda t: t.i)).split()
+                "".join(t.text_with_ws for t in sorted(words, key=lambda t: t.i)).split()
             )
             timestamp = _timestamp(verb, obj)
             objects = [_object_text(token, subject) for token in _conjuncts(obj)]

@@ -100,6 +100,36 @@ def test_timestamp_of_keeps_the_precision_the_text_gives(text: str, expected: st
             "On 16 January 2017, Valtteri Bottas was announced as Rosberg's replacement.",
             ("Valtteri Bottas", "was announced as", "Rosberg's replacement", "2017-01-16"),
         ),
+        # rules v4, from the dev split's reading (2026-11-28):
+        (  # the verb's own words between it and the object belong to the relation
+            "On February 16, 1990, Cisco Systems went public with a market capitalization of "
+            "$224 million.",
+            (
+                "Cisco Systems",
+                "went public with",
+                "market capitalization of $224 million",
+                "1990-02-16",
+            ),
+        ),
+        (
+            "Cisco has grown increasingly popular in the Asia-Pacific region over the last "
+            "three decades.",
+            ("Cisco", "has grown increasingly popular in", "Asia-Pacific region", None),
+        ),
+        (  # a finite joined verb keeps its own tense: not "does took over"
+            "As the transaction did not need any approval (The CW does not own any of its "
+            "stations), Nexstar immediately took over The CW's operations.",
+            ("Nexstar", "took over", "The CW's operations", None),
+        ),
+        (  # a name after a comma stands for the bare noun before it
+            "On 1 March 2023, Barclays acquired specialist mortgage lender, Kensington Mortgages.",
+            ("Barclays", "acquired", "Kensington Mortgages", "2023-03-01"),
+        ),
+        (  # an approximate date is the closest the text gives
+            "Around April 7, 2023, Tesla introduced the Model Y All-Wheel-Drive (or sometimes "
+            'simply "Model Y") configuration for sale to the general public.',
+            ("Tesla", "introduced", "Model Y All-Wheel-Drive", "2023-04-07"),
+        ),
     ],
 )
 def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: tuple) -> None:
@@ -133,6 +163,19 @@ def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: 
         "Sony Music Entertainment LLC's revenue in 2021 amounted to 2.56 billion rubles.",
         # a count the sentence qualifies ("in the playoffs"): the number alone misleads
         "Anthony averaged a career-high 30.7 points per game in the playoffs.",
+        # rules v4: a verb joined by no "and" or comma is the parser's mistake ("startup")
+        "On May 1, 2018, Cisco Systems agreed to buy AI-driven business intelligence startup "
+        "Accompany for $270 million.",
+        # a joined bare verb keeps the first one's "would"
+        "In the amended agreement, Barclays would absorb US$47.4 billion in securities and "
+        "assume US$45.5 billion in trading liabilities.",
+        # a verb read as a noun beside a name: not "filed to | Model Y"
+        'In 2013, Tesla Motors filed to trademark "Model Y".',
+        # "of the Year" is part of an award's name, not a date: not "Executive" / "New car"
+        "In 2024, the Tesla Model Y won Auto Trader New car of the year award.",
+        # one of the first ... to sell: the infinitive completes the object
+        "In December 2024 the Dolphins, led by owner Stephen M. Ross, became one of the first "
+        "teams in NFL history to sell part of their team to outside private equity investors.",
     ],
 )
 def test_no_fact_where_the_parse_does_not_carry_one(sentence: str) -> None:
