@@ -35,7 +35,7 @@ from pipeline.temporal.phrasing import Phrasing, recheck
 from pipeline.temporal.questions import Fact, QuestionSpec, time_phrase_of
 
 # Stamped on every templated question and part of the temporal stage's digest.
-TEMPLATE_VERSION = "temporal-template-2"
+TEMPLATE_VERSION = "temporal-template-3"
 _BE = frozenset("is are was were".split())  # noqa: SIM905
 _AUXILIARIES = _BE | frozenset(
     "has have had will would can could may might must shall should".split()  # noqa: SIM905
@@ -122,11 +122,26 @@ def _subject(fact: Fact) -> str:
     return f"{qualified[2]} {qualified[1]}" if qualified else name
 
 
+_PLACE_PREPS = frozenset({"to", "in", "at", "into", "from"})
+_PLACES = frozenset({"GPE", "LOC", "FAC"})
+
+
 def _asks_who(fact: Fact) -> bool:
     """Whether the fact's object is a person, so that its question asks "who"."""
     # "moved to Saint Paul": a place, whatever the entity tagger says.
-    to_place = fact.relation.split()[-1:] in (["to"], ["in"], ["at"], ["into"], ["from"])
+    to_place = fact.relation.split()[-1:][0].lower() in _PLACE_PREPS
     return not to_place and _is_person(fact.object, fact.evidence_text)
+
+
+def _asks_where(fact: Fact) -> bool:
+    """Whether the fact's object is a place reached through "in" / "at" / "to" / "into"
+    (every word of it a place entity of its sentence: "born in Santiago"), so that its
+    question asks "where"."""
+    # not "from": "took over from Hugo Boss" is a firm the tagger may call a place
+    if fact.relation.split()[-1:][0].lower() not in _PLACE_PREPS - {"from"}:
+        return False
+    span = _span(fact.object, fact.evidence_text)
+    return span is not None and all(t.ent_type_ in _PLACES for t in span)
 
 
 def turn(fact: Fact) -> _Turned | None:
@@ -138,6 +153,11 @@ def turn(fact: Fact) -> _Turned | None:
     verbs = [i for i, t in enumerate(words) if t.pos_ in ("VERB", "AUX")]
     if not verbs:
         return _Turned(wh, "", subject, "", fact.relation)
+    if _asks_where(fact):
+        # "Where was X born?", "Where did X move to?": "in" / "at" go with "where"
+        wh = "Where"
+        if words[-1].lower_ in ("in", "at"):
+            words = words[:-1]
     first = verbs[0]
     before = [t.text for t in words[:first]]  # "also", "officially": after the subject
     verb, after = words[first], [t.text for t in words[first + 1 :]]
@@ -186,7 +206,11 @@ def template_question(spec: QuestionSpec) -> str | None:
     if turned is None:
         return None
     if spec.category == "C2":
-        turned = replace(turned, wh="Who" if all(map(_asks_who, spec.facts)) else "What")
+        places = {_asks_where(f) for f in spec.facts}
+        if len(places) > 1:
+            return None  # some places, some not: no one question word fits
+        if turned.wh != "Where":
+            turned = replace(turned, wh="Who" if all(map(_asks_who, spec.facts)) else "What")
         text = _main(turned, spec.time_phrase)
     elif spec.category == "C3":
         clause = _relative(spec.facts[1], spec.shape)

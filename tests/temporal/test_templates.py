@@ -32,6 +32,10 @@ MOVED = said("m", "3M", "moved to", "Saint Paul", "1910",
              "The company moved to Saint Paul in 1910, where it remained.")  # fmt: skip
 BASED = said("t", "Turner Broadcasting System", "was based in", "Atlanta", "1965",
              "Turner Broadcasting System was based in Atlanta in 1965.")  # fmt: skip
+STARRED = said("s", "Pascal", "starred in", "The Last of Us", "2023",
+               "In 2023, Pascal starred in The Last of Us.")  # fmt: skip
+BORN = said("p", "José Pedro Balmaceda Pascal", "was born in", "Santiago", "1975-04-02",
+            "José Pedro Balmaceda Pascal was born on 2 April 1975 in Santiago, Chile.")  # fmt: skip
 MERGER = said("w", "Time Warner", "acquired", "Turner Broadcasting System", "1996",
               "In 1996, the Time Warner merger brought Turner Broadcasting System into the "
               "company; Time Warner acquired Turner Broadcasting System.")  # fmt: skip
@@ -52,8 +56,10 @@ def c1(f: Fact) -> str | None:
         (ROSS, "What had Ross Reels been acquired by in 2010?"),
         (DRAFT, "Who did the Nuggets draft in 2018?"),  # a person; "the" as the sentence has it
         (MOVED, "What did 3M move to in 1910?"),  # "moved to" a place, whatever NER says
-        (BASED, "In 1965, what was Turner Broadcasting System based in?"),  # not "in in"
+        (BASED, "Where was Turner Broadcasting System based in 1965?"),  # a place: "where"
+        (STARRED, "In 2023, what did Pascal star in?"),  # not "in in"
         (MERGER, "What did Time Warner acquire in 1996?"),  # "the" of "the Time Warner merger"
+        (BORN, "Where was José Pedro Balmaceda Pascal born on 2 April 1975?"),
     ],
 )
 def test_c1_turns_the_relation_around_its_object(f: Fact, question: str) -> None:
