@@ -33,8 +33,6 @@ from pipeline.layout import (
     cache_dir,
     done_before,
     labels_dir,
-    output_fingerprints,
-    own_marker,
     read_snapshot_table,
     snapshot_dir,
     verified_inputs,
@@ -45,7 +43,7 @@ from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.nli import CachedNLIClassifier, NLIClassifier, load_nli
 from pipeline.models.vector_cache import ResultCache, VectorCache
 from pipeline.schemas import LABELS, LABELS_SCHEMA, LABELS_SCHEMA_VERSION
-from pipeline.shards import ShardedOutput, chunk_sizes, chunked
+from pipeline.shards import MergedParts, ShardedFolder, ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
     read_parquet,
@@ -58,6 +56,7 @@ log = logging.getLogger(__name__)
 # The snapshot tables a labeling run reads, and the files it writes besides summary.json.
 _INPUT_TABLES = ("articles", "sentences")
 LABEL_FILES = ("sentence_labels.parquet", "fact_guard_flips.json")
+LABEL_FOLDER = ShardedFolder("summary.json", LabelSummary, LABEL_FILES)
 
 
 def _input_files(workdir: Path, old: str, new: str) -> list[Path]:
@@ -243,13 +242,12 @@ def plan_labels(
 def prepare_labels(job: LabelJob, *, force: bool = False) -> LabelSummary | None:
     """The stored summary when these labels exist for the same inputs (and not ``force``);
     otherwise set up the work area (keeping finished shards) and return None."""
-    stored = None if force else own_marker(job.out / "summary.json", LabelSummary)
-    if done_before(stored, job.inputs_digest, job.out):
+    stored = LABEL_FOLDER.prepare(
+        job, force, lambda stored: done_before(stored, job.inputs_digest, job.out)
+    )
+    if stored is not None:
         stored.already_done = True
-        return stored
-    (job.out / "summary.json").unlink(missing_ok=True)
-    job.shards()
-    return None
+    return stored
 
 
 def label_part(job: LabelJob, labeler: SentenceLabeler, index: int) -> dict:
@@ -277,62 +275,51 @@ def label_part(job: LabelJob, labeler: SentenceLabeler, index: int) -> dict:
 
 def finalize_labels(job: LabelJob, *, seconds: float = 0.0) -> LabelSummary:
     """Merge the finished shards and write ``summary.json`` and ``fact_guard_flips.json``."""
-    shards = job.shards(attach=True)
-    parts = shards.completed()
-    if len(parts) < len(job.parts()):
-        raise WikidriftError(
-            f"labels {job.old} -> {job.new}: {len(job.parts()) - len(parts)} shard(s) not finished"
+
+    def summarize(merged: MergedParts) -> LabelSummary:
+        table = read_parquet(
+            job.out / "sentence_labels.parquet",
+            expected_table="sentence_labels",
+            max_schema_version=LABELS_SCHEMA_VERSION,
         )
-    totals = LabelingStats()
-    model_calls: dict[str, int] = {}
-    for part in parts:
-        totals.merge(LabelingStats(**part["stats"]))
-        for k, v in part["model_calls"].items():
-            model_calls[k] = model_calls.get(k, 0) + v
-    shards.finalize()
-    table = read_parquet(
-        job.out / "sentence_labels.parquet",
-        expected_table="sentence_labels",
-        max_schema_version=LABELS_SCHEMA_VERSION,
-    )
-    counts = dict.fromkeys(LABELS, 0)
-    per_page: dict[str, dict[str, int]] = {}
-    for pid, label in zip(table["page_id"].to_pylist(), table["label"].to_pylist(), strict=True):
-        counts[label] += 1
-        page = per_page.setdefault(str(pid), dict.fromkeys(LABELS, 0))
-        page[label] += 1
-    facts = next((p["facts"] for p in parts), "regex")
-    summary = LabelSummary(
-        old=job.old,
-        new=job.new,
-        inputs_digest=job.inputs_digest,
-        counts=counts,
-        pages={
-            "total": len(job.page_order),
-            "identical": totals.pages_identical,
-            "new": totals.pages_new,
-            "deleted": totals.pages_deleted,
-        },
-        model_calls=model_calls | _stat_calls(totals),
-        settings=job.settings,
-        models=job.models | {"facts": facts},
-        seconds=round(seconds, 3),
-        fact_guard_flips=totals.fact_guard_flips,
-        per_page=per_page,
-        inputs=job.inputs,
-    )
-    write_json_atomic(
-        job.out / "fact_guard_flips.json",
-        [
-            {"page_id": p, "old": o, "new": n, "differences": d}
-            for p, o, n, d in totals.flipped_examples
-        ],
-    )
-    # The done-marker last, with the bytes of everything written before it.
-    summary.outputs = output_fingerprints(job.out, LABEL_FILES)
-    write_json_atomic(job.out / "summary.json", asdict(summary))
-    shards.cleanup()
-    return summary
+        counts = dict.fromkeys(LABELS, 0)
+        per_page: dict[str, dict[str, int]] = {}
+        for pid, label in zip(
+            table["page_id"].to_pylist(), table["label"].to_pylist(), strict=True
+        ):
+            counts[label] += 1
+            page = per_page.setdefault(str(pid), dict.fromkeys(LABELS, 0))
+            page[label] += 1
+        totals = LabelingStats(**merged.total("stats", {}))
+        facts = next((p["facts"] for p in merged.parts), "regex")
+        write_json_atomic(
+            job.out / "fact_guard_flips.json",
+            [
+                {"page_id": p, "old": o, "new": n, "differences": d}
+                for p, o, n, d in totals.flipped_examples
+            ],
+        )
+        return LabelSummary(
+            old=job.old,
+            new=job.new,
+            inputs_digest=job.inputs_digest,
+            counts=counts,
+            pages={
+                "total": len(job.page_order),
+                "identical": totals.pages_identical,
+                "new": totals.pages_new,
+                "deleted": totals.pages_deleted,
+            },
+            model_calls=merged.total("model_calls", {}) | _stat_calls(totals),
+            settings=job.settings,
+            models=job.models | {"facts": facts},
+            seconds=round(seconds, 3),
+            fact_guard_flips=totals.fact_guard_flips,
+            per_page=per_page,
+            inputs=job.inputs,
+        )
+
+    return LABEL_FOLDER.finish(job, f"labels {job.old} -> {job.new}", summarize)
 
 
 LABEL_STAGE: Stage[LabelJob, LabelSummary] = Stage(

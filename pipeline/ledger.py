@@ -194,7 +194,10 @@ def prepare_ledger(job: LedgerJob, force: bool) -> LedgerSummary | None:
     return None
 
 
-def _step(job: LedgerJob, index: int, tools: Any) -> LedgerSummary:
+def _step(
+    job: LedgerJob, index: int, tools: Any
+) -> tuple[dict[str, dict], list[dict], LedgerSummary]:
+    """The new ledger state (items, evidence, summary), in memory: finalize writes it."""
     workdir, snapshot, previous = Path(job.workdir), job.snapshot, job.previous
     summary = LedgerSummary(
         snapshot=snapshot, previous=previous, inputs_digest=job.inputs_digest, inputs=job.inputs
@@ -210,8 +213,7 @@ def _step(job: LedgerJob, index: int, tools: Any) -> LedgerSummary:
 
     new_items, new_evidence = _new_item_rows(workdir, snapshot)
     _add_new(items, new_items, new_evidence, evidence_rows, snapshot, summary)
-    _write(job.out, items, evidence_rows, summary)
-    return summary
+    return items, evidence_rows, summary
 
 
 LEDGER_STAGE: Stage[LedgerJob, LedgerSummary] = Stage(
@@ -220,7 +222,7 @@ LEDGER_STAGE: Stage[LedgerJob, LedgerSummary] = Stage(
     prepare=prepare_ledger,
     part_sizes=lambda job: [0],
     run_part=_step,
-    finalize=lambda job, results, seconds: results[0],
+    finalize=lambda job, results, seconds: _write(job.out, *results[0]),
     recover=recover_ledger,
 )
 
@@ -349,8 +351,10 @@ def _add_new(
         summary.added[it["kind"]] = summary.added.get(it["kind"], 0) + 1
 
 
-def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: LedgerSummary) -> None:
-    """Write the new ledger state and swap it in atomically."""
+def _write(
+    out: Path, items: dict[str, dict], evidence: list[dict], summary: LedgerSummary
+) -> LedgerSummary:
+    """Write the new ledger state, its marker last, and swap it in atomically."""
 
     def write(tmp: Path) -> None:
         ordered = sorted(items.values(), key=lambda r: (r["created_snapshot"], r["item_id"]))
@@ -373,6 +377,7 @@ def _write(out: Path, items: dict[str, dict], evidence: list[dict], summary: Led
         write_json_atomic(tmp / "state.json", asdict(summary))
 
     publish_state_dir(out, write)
+    return summary
 
 
 def facts_at(

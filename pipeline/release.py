@@ -277,7 +277,9 @@ def build_release(
     )
 
 
-def _write_release(job: ReleaseJob) -> ReleaseManifest:
+def _release_contents(job: ReleaseJob) -> tuple[dict[str, pa.Table], ReleaseManifest]:
+    """The release's tables and its manifest (without its files yet), in memory:
+    :func:`_publish_release` writes them."""
     workdir, snapshot, previous, out = Path(job.workdir), job.snapshot, job.previous, job.out
     revision = 1
     if out.exists():
@@ -330,7 +332,15 @@ def _write_release(job: ReleaseJob) -> ReleaseManifest:
         counts=release_counts(tables),
         inputs=job.inputs,
     )
+    return tables, manifest
 
+
+def _publish_release(
+    job: ReleaseJob, tables: dict[str, pa.Table], manifest: ReleaseManifest
+) -> ReleaseManifest:
+    """Write the release into a temporary folder, its manifest last, and swap it in (the
+    current release, if any, moves aside as the previous revision)."""
+    workdir, snapshot, out = Path(job.workdir), job.snapshot, job.out
     root = releases_root(workdir)
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{snapshot}.", dir=root))
@@ -361,7 +371,7 @@ def _write_release(job: ReleaseJob) -> ReleaseManifest:
         raise
     # From here on tmp is complete: a failure leaves it for the next run's recovery, which
     # knows from its manifest whether it is the new release or the one it replaced.
-    publish_dir(tmp, out, root / f"{snapshot}.r{revision - 1}")
+    publish_dir(tmp, out, root / f"{snapshot}.r{manifest.revision - 1}")
     return manifest
 
 
@@ -440,7 +450,7 @@ RELEASE_STAGE: Stage[ReleaseJob, ReleaseManifest] = Stage(
     unit=None,  # one quick step: no progress line
     prepare=prepare_release,
     part_sizes=lambda job: [0],
-    run_part=lambda job, index, tools: _write_release(job),
-    finalize=lambda job, results, seconds: results[0],
+    run_part=lambda job, index, tools: _release_contents(job),
+    finalize=lambda job, results, seconds: _publish_release(job, *results[0]),
     recover=recover_releases,
 )

@@ -5,6 +5,10 @@ result shard by shard into ``<out_dir>/_work/``; each finished shard is a set of
 files plus a ``.done.json`` written last. After a crash, the same request finds the finished
 shards and continues; a different request discards them. :meth:`ShardedOutput.finalize`
 streams the shards into the final tables (atomic renames) and removes ``_work/``.
+
+:class:`ShardedFolder` is the plumbing the sharded stages (snapshot, label, generate) share
+around it: skip a job whose done-marker is current, refuse to merge while a planned shard is
+unfinished, merge and add up the shards' metadata, write the marker last, clean up.
 """
 
 from __future__ import annotations
@@ -16,16 +20,28 @@ import json
 import logging
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.errors import WikidriftError
+from pipeline.layout import output_fingerprints, own_marker
 from pipeline.storage import AtomicParquetWriter, write_json_atomic, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class _Marker(Protocol):
+    outputs: dict[str, str]  # file name -> sha256 of each file its stage wrote
+
+
+Summary = TypeVar("Summary", bound=_Marker)
+# (table name, the part's metadata, the part's table) -> the rows of it to keep
+TableTransform = Callable[[str, dict[str, Any], pa.Table], pa.Table]
 
 
 def release_memory() -> None:
@@ -134,9 +150,7 @@ class ShardedOutput:
         # A finished shard is the natural point to hand its working memory back.
         release_memory()
 
-    def finalize(
-        self, transform: Callable[[str, dict[str, Any], pa.Table], pa.Table] | None = None
-    ) -> dict[str, int]:
+    def finalize(self, transform: TableTransform | None = None) -> dict[str, int]:
         """Concatenate the shards, in index order, into ``<out_dir>/<name>.parquet``
         (``transform(name, meta, table)`` may filter each shard's table on the way); returns
         rows per table."""
@@ -158,3 +172,89 @@ class ShardedOutput:
     def cleanup(self) -> None:
         """Remove ``_work/`` once the final files and the completion marker are written."""
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+class ShardedJob(Protocol):
+    """What :class:`ShardedFolder` needs of a sharded stage's job."""
+
+    @property
+    def out(self) -> Path: ...  # the job's output folder
+
+    def parts(self) -> Sequence[Any]: ...  # the planned shards (none: one streamed part)
+
+    def shards(self, *, attach: bool = False) -> ShardedOutput: ...
+
+
+def _added(a: Any, b: Any) -> Any:
+    if isinstance(a, dict):
+        return {k: _added(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k)) for k in a | b}
+    return a + b
+
+
+@dataclass(frozen=True)
+class MergedParts:
+    """The finished shards of a job once merged: their metadata, in order, and the rows of
+    each final table."""
+
+    parts: list[dict[str, Any]]
+    rows: dict[str, int]
+
+    def total(self, key: str, start: T) -> T:
+        """The shards' ``key`` added up from ``start``: numbers summed, lists joined, dicts
+        added key by key; a shard without ``key`` adds nothing."""
+        total = start
+        for part in self.parts:
+            if key in part:
+                total = _added(total, part[key])
+        return total
+
+
+@dataclass(frozen=True)
+class ShardedFolder(Generic[Summary]):
+    """The output folder of a sharded stage: its done-marker (``marker``, a ``summary``
+    dataclass as JSON), the ``outputs`` the marker records the bytes of, and the work area
+    its parts fill (``job.shards()``)."""
+
+    marker: str
+    summary: type[Summary]
+    outputs: tuple[str, ...]
+
+    def prepare(
+        self, job: ShardedJob, force: bool, current: Callable[[Summary], bool]
+    ) -> Summary | None:
+        """The stored summary when the job's marker is ``current`` (and not ``force``);
+        otherwise drop the marker, open the work area (keeping the finished shards of the
+        same request) and return None."""
+        marker = job.out / self.marker
+        stored = None if force else own_marker(marker, self.summary)
+        if stored is not None and current(stored):
+            return stored
+        # A rebuild that dies half-way must not leave the old output looking complete.
+        marker.unlink(missing_ok=True)
+        job.shards()
+        return None
+
+    def finish(
+        self,
+        job: ShardedJob,
+        what: str,
+        summarize: Callable[[MergedParts], Summary],
+        *,
+        transform: Callable[[list[dict[str, Any]]], TableTransform] | None = None,
+    ) -> Summary:
+        """Merge the job's finished shards into the final tables (``transform(parts)`` may
+        filter each shard's tables), build the summary (``summarize``, which may write more
+        outputs), record the outputs' bytes in it and write it as the marker, last; then
+        remove the work area. Fails with "<what>: N shard(s) not finished" while a planned
+        shard is not done."""
+        shards = job.shards(attach=True)
+        parts = shards.completed()
+        missing = len(job.parts()) - len(parts)
+        if missing > 0:
+            raise WikidriftError(f"{what}: {missing} shard(s) not finished")
+        rows = shards.finalize(transform(parts) if transform else None)
+        summary = summarize(MergedParts(parts, rows))
+        summary.outputs = output_fingerprints(job.out, self.outputs)
+        write_json_atomic(job.out / self.marker, asdict(summary))
+        shards.cleanup()
+        return summary

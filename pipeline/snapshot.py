@@ -20,7 +20,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,7 @@ from pipeline.layout import (
     SPLIT_CACHE,
     cache_dir,
     list_snapshots,
-    output_fingerprints,
     outputs_intact,
-    own_marker,
     read_snapshot_table,
     snapshot_dir,
 )
@@ -50,7 +48,14 @@ from pipeline.schemas import (
     SNAPSHOT_SCHEMA_VERSION,
     SNAPSHOT_TABLES,
 )
-from pipeline.shards import ShardedOutput, chunk_sizes, chunked
+from pipeline.shards import (
+    MergedParts,
+    ShardedFolder,
+    ShardedOutput,
+    TableTransform,
+    chunk_sizes,
+    chunked,
+)
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
 from pipeline.stage import Stage, Tools, run_stage
 from pipeline.storage import write_json_atomic
@@ -60,6 +65,10 @@ log = logging.getLogger(__name__)
 
 # Bump when wikitext -> sentence extraction changes, so stored parses are not reused.
 TEXT_PIPELINE_VERSION = "text-1"
+
+SNAPSHOT_FOLDER = ShardedFolder(
+    "snapshot.json", SnapshotSummary, tuple(f"{name}.parquet" for name in SNAPSHOT_TABLES)
+)
 
 
 def selection_digest(selection: ArticleSelection) -> str:
@@ -264,22 +273,23 @@ def prepare_snapshot(job: SnapshotJob, *, force: bool = False) -> SnapshotSummar
     """The stored summary when the snapshot is complete for the same articles and kind of
     source (and not ``force``); otherwise set up the work area (keeping finished shards of the
     same request) and return None."""
-    stored = None if force else own_marker(job.out / "snapshot.json", SnapshotSummary)
-    if stored is not None:
+
+    def current(stored: SnapshotSummary) -> bool:
         same_kind = stored.source.split(":")[0] == job.source_description.split(":")[0]
         same = stored.selection_digest == selection_digest(job.selection) and same_kind
         if same and outputs_intact(job.out, stored.outputs):
-            stored.already_built = True
-            return stored
+            return True
         log.info(
             "snapshot %s was built for other articles or another source, or its files were "
             "damaged: rebuilding",
             job.snapshot,
         )
-    # A forced rebuild that dies half-way must not leave the old snapshot looking complete.
-    (job.out / "snapshot.json").unlink(missing_ok=True)
-    job.shards()
-    return None
+        return False
+
+    stored = SNAPSHOT_FOLDER.prepare(job, force, current)
+    if stored is not None:
+        stored.already_built = True
+    return stored
 
 
 def _shard_tables(
@@ -394,17 +404,8 @@ def stream_snapshot(
     write_json_atomic(job.out / "_work" / "stream.json", last)
 
 
-def finalize_snapshot(
-    job: SnapshotJob, *, seconds: float = 0.0, resumed: int = 0
-) -> SnapshotSummary:
-    """Merge the finished shards into the final tables (a page reached twice, e.g. through
-    two redirecting titles, is kept once) and mark the snapshot complete."""
-    shards = job.shards(attach=True)
-    parts = shards.completed()
-    if job.parts() and len(parts) < len(job.parts()):
-        raise WikidriftError(
-            f"snapshot {job.snapshot}: {len(job.parts()) - len(parts)} shard(s) not finished"
-        )
+def _dedupe(parts: list[dict]) -> TableTransform:
+    """Keep a page reached twice (e.g. through two redirecting titles) in its first shard."""
     keep: dict[int, list[int]] = {}
     seen: set[int] = set()
     for meta in parts:
@@ -416,28 +417,35 @@ def finalize_snapshot(
             return table
         return table.filter(pc.is_in(table["page_id"], pa.array(keep[meta["_index"]], pa.int64())))
 
-    rows = shards.finalize(dedupe)
-    stream_file = job.out / "_work" / "stream.json"
-    not_delivered = [x for m in parts for x in m.get("not_delivered", [])]
-    if stream_file.exists():
-        not_delivered += json.loads(stream_file.read_text())["not_delivered"]
-    summary = SnapshotSummary(
-        snapshot=job.snapshot,
-        source=job.source_description,
-        selection_digest=selection_digest(job.selection),
-        text_version=job.text_version,
-        articles=rows["articles"],
-        sentences=rows["sentences"],
-        parsed_articles=sum(p["parsed"] for p in parts),
-        reused_articles=sum(p["reused"] for p in parts),
-        resumed_articles=resumed,
-        not_delivered=not_delivered,
-        seconds=round(seconds, 3),
-        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in SNAPSHOT_TABLES]),
-    )
-    write_json_atomic(job.out / "snapshot.json", asdict(summary))
-    shards.cleanup()
-    return summary
+    return dedupe
+
+
+def finalize_snapshot(
+    job: SnapshotJob, *, seconds: float = 0.0, resumed: int = 0
+) -> SnapshotSummary:
+    """Merge the finished shards into the final tables (a page reached twice is kept once)
+    and mark the snapshot complete."""
+
+    def summarize(merged: MergedParts) -> SnapshotSummary:
+        not_delivered = merged.total("not_delivered", [])
+        stream_file = job.out / "_work" / "stream.json"
+        if stream_file.exists():
+            not_delivered += json.loads(stream_file.read_text())["not_delivered"]
+        return SnapshotSummary(
+            snapshot=job.snapshot,
+            source=job.source_description,
+            selection_digest=selection_digest(job.selection),
+            text_version=job.text_version,
+            articles=merged.rows["articles"],
+            sentences=merged.rows["sentences"],
+            parsed_articles=merged.total("parsed", 0),
+            reused_articles=merged.total("reused", 0),
+            resumed_articles=resumed,
+            not_delivered=not_delivered,
+            seconds=round(seconds, 3),
+        )
+
+    return SNAPSHOT_FOLDER.finish(job, f"snapshot {job.snapshot}", summarize, transform=_dedupe)
 
 
 def _part_sizes(job: SnapshotJob) -> list[int]:

@@ -4,9 +4,10 @@ A stage (snapshot, label, generate, ledger, temporal, release) is described by a
 :class:`Stage`: how to tell that a planned job is already done (``prepare``: the stored
 summary when the job's inputs digest matches its done-marker and the outputs are intact, else
 None after setting up the work area), which parts the job has, how to run one part, and how to
-finalize (merge the parts, write the done-marker last). A *job* is plain data (a frozen
-dataclass naming the workdir, the dates and the digest of the input files and settings), so a
-Prefect or Dask worker can receive it.
+finalize (merge the parts, write the done-marker last: never a part). The sharded stages
+(snapshot, label, generate) share that plumbing through :class:`pipeline.shards.ShardedFolder`.
+A *job* is plain data (a frozen dataclass naming the workdir, the dates and the digest of the
+input files and settings), so a Prefect or Dask worker can receive it.
 
 :func:`run_stage` is the only loop: under the workdir's lock for the stage it repairs what a
 killed run left, plans the job, skips it when done, reports progress, runs the unfinished

@@ -1,9 +1,10 @@
-"""pipeline.shards: cutting work into shards, and ShardedOutput writing, resuming, merging and
-cleaning up its parts."""
+"""pipeline.shards: cutting work into shards, ShardedOutput writing, resuming, merging and
+cleaning up its parts, and ShardedFolder: the done-marker and work area of a sharded stage."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.shards import ShardedOutput, chunk_sizes, chunked, release_memory
-from pipeline.storage import read_parquet, schema_version_of
+from pipeline.errors import WikidriftError
+from pipeline.shards import (
+    MergedParts,
+    ShardedFolder,
+    ShardedOutput,
+    TableTransform,
+    chunk_sizes,
+    chunked,
+    release_memory,
+)
+from pipeline.storage import file_sha256, read_parquet, schema_version_of, write_json_atomic
 
 PAGES = pa.schema([("page_id", pa.int64()), ("text", pa.string())])
 COUNTS = pa.schema([("page_id", pa.int64()), ("n", pa.int32())])
@@ -224,3 +234,126 @@ def test_attaching_to_another_request_or_no_area_fails_and_deletes_nothing(
     with pytest.raises(RuntimeError, match="not prepared for this request"):
         _open(out, request={"snapshot": "2025-01-01"}, attach=True)
     assert _open(out).is_done(0)
+
+
+# --------------------------------------------------------------------------- ShardedFolder
+
+
+@dataclass
+class _Summary:
+    """A stage's done-marker, as the sharded stages' summaries are."""
+
+    rows: dict[str, int]
+    pages: int = 0
+    page_ids: list[int] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Job:
+    out: Path
+    planned: int  # 0: one streamed part, as a snapshot of every article
+
+    def parts(self) -> list[int]:
+        return list(range(self.planned))
+
+    def shards(self, *, attach: bool = False) -> ShardedOutput:
+        return _open(self.out, attach=attach)
+
+
+FOLDER = ShardedFolder("done.json", _Summary, ("pages.parquet", "counts.parquet"))
+
+
+def _summarize(merged: MergedParts) -> _Summary:
+    return _Summary(
+        rows=merged.rows,
+        pages=merged.total("pages", 0),
+        page_ids=merged.total("page_ids", []),
+        calls=merged.total("calls", {}),
+    )
+
+
+def test_finish_refuses_while_a_planned_shard_is_unfinished(tmp_path: Path) -> None:
+    job = _Job(tmp_path / "out", planned=4)
+    FOLDER.prepare(job, False, lambda stored: True)
+    sharded = job.shards(attach=True)
+    sharded.write_part(_shard(1), {"pages": 1}, index=0)
+    sharded.write_part(_shard(3), {"pages": 1}, index=2)
+    with pytest.raises(WikidriftError, match=r"^stage x: 2 shard\(s\) not finished$"):
+        FOLDER.finish(job, "stage x", _summarize)
+    # Nothing merged, no marker, and the finished shards are kept for the next run.
+    assert sorted(p.name for p in job.out.iterdir()) == ["_work"]
+    assert [m["_index"] for m in sharded.completed()] == [0, 2]
+
+
+def test_finish_merges_adds_up_the_metadata_writes_the_marker_last_and_cleans_up(
+    tmp_path: Path,
+) -> None:
+    job = _Job(tmp_path / "out", planned=3)
+    FOLDER.prepare(job, False, lambda stored: True)
+    sharded = job.shards(attach=True)
+    sharded.write_part(_shard(1, 2), {"pages": 2, "page_ids": [1, 2], "calls": {"a": 1}}, index=0)
+    sharded.write_part(_shard(2, 3), {"pages": 2, "page_ids": [2, 3]}, index=1)  # no calls
+    sharded.write_part(_shard(4), {"pages": 1, "page_ids": [4], "calls": {"a": 2, "b": 5}}, index=2)
+
+    def first_shard_of_each_page(parts: list[dict[str, Any]]) -> TableTransform:
+        seen: set[int] = set()
+        keep: dict[int, list[int]] = {}
+        for meta in parts:
+            keep[meta["_index"]] = [p for p in meta["page_ids"] if p not in seen]
+            seen.update(meta["page_ids"])
+        return lambda name, meta, table: table.filter(
+            pc.is_in(table["page_id"], value_set=pa.array(keep[meta["_index"]], pa.int64()))
+        )
+
+    def summarize(merged: MergedParts) -> _Summary:
+        # Called with the tables merged, before the marker and while the work area is there.
+        assert (job.out / "pages.parquet").exists() and sharded.work.exists()
+        assert not (job.out / "done.json").exists()
+        (job.out / "extra.txt").write_text("written by the stage")
+        return _summarize(merged)
+
+    summary = FOLDER.finish(job, "stage x", summarize, transform=first_shard_of_each_page)
+    assert summary.rows == {"pages": 4, "counts": 4}  # page 2 once
+    assert (summary.pages, summary.page_ids) == (5, [1, 2, 2, 3, 4])
+    assert summary.calls == {"a": 3, "b": 5}
+    assert summary.outputs == {
+        name: file_sha256(job.out / name) for name in ("counts.parquet", "pages.parquet")
+    }
+    assert json.loads((job.out / "done.json").read_text()) == asdict(summary)
+    assert not sharded.work.exists()
+    files = sorted(p.name for p in job.out.iterdir())
+    assert files == ["counts.parquet", "done.json", "extra.txt", "pages.parquet"]
+    marker_time = (job.out / "done.json").stat().st_mtime_ns
+    assert all((job.out / name).stat().st_mtime_ns <= marker_time for name in files)
+
+
+def test_finish_of_a_streamed_job_takes_whatever_shards_finished(tmp_path: Path) -> None:
+    job = _Job(tmp_path / "out", planned=0)
+    FOLDER.prepare(job, False, lambda stored: True)
+    summary = FOLDER.finish(job, "stage x", _summarize)
+    # No shard: every total is its start, every table empty.
+    assert summary == _Summary(rows={"pages": 0, "counts": 0}, outputs=summary.outputs)
+    assert not (job.out / "_work").exists()
+
+
+def test_prepare_returns_a_current_marker_and_otherwise_starts_over(tmp_path: Path) -> None:
+    job = _Job(tmp_path / "out", planned=1)
+    assert FOLDER.prepare(job, False, lambda stored: True) is None  # no marker yet
+    job.shards(attach=True).write_part(_shard(1), {"pages": 1}, index=0)
+    done = FOLDER.finish(job, "stage x", _summarize)
+
+    assert FOLDER.prepare(job, False, lambda stored: stored.pages == 1) == done
+    assert not (job.out / "_work").exists()  # a done job opens no work area
+    for force, current in [(True, True), (False, False)]:
+        write_json_atomic(job.out / "done.json", asdict(done))
+        job.shards(attach=False).write_part(_shard(2), {"pages": 1}, index=0)
+        assert FOLDER.prepare(job, force, lambda stored, current=current: current) is None
+        # The marker goes, so a run that dies now leaves nothing looking done; the shards
+        # of the same request stay.
+        assert not (job.out / "done.json").exists()
+        assert job.shards(attach=True).is_done(0)
+    write_json_atomic(job.out / "done.json", {"not": "a summary"})
+    assert FOLDER.prepare(job, False, lambda stored: True) is None  # a damaged marker
+    assert not (job.out / "done.json").exists()

@@ -14,11 +14,15 @@ import pytest
 from pipeline import progress
 from pipeline.generate.stage import GENERATE_STAGE
 from pipeline.labeling import LABEL_STAGE
-from pipeline.ledger import LEDGER_STAGE
-from pipeline.release import RELEASE_STAGE
+from pipeline.layout import ledger_dir, release_dir, temporal_dir
+from pipeline.ledger import LEDGER_STAGE, plan_ledger
+from pipeline.models.llm.scripted import ScriptedBackend
+from pipeline.release import RELEASE_STAGE, manifest_config, plan_release
 from pipeline.snapshot import SNAPSHOT_STAGE
-from pipeline.stage import Stage, run_stage
-from pipeline.temporal.stage import TEMPORAL_STAGE
+from pipeline.stage import Stage, Tools, run_stage
+from pipeline.temporal.stage import TEMPORAL_STAGE, plan_temporal
+from tests.conftest import STAGE_DATES, copy_workdir, scripted_config
+from tests.scripted_llm import good_answer
 from tests.test_progress import Recorder
 
 
@@ -191,6 +195,73 @@ def test_every_stage_is_a_stage_with_its_own_lock() -> None:
     assert all(isinstance(s, Stage) for s in stages)
     # The three with a workdir to repair after a kill say how.
     assert {s.name for s in stages if s.recover is not None} == {"ledger", "temporal", "release"}
+
+
+@pytest.mark.parametrize("name", ["ledger", "temporal", "release"])
+def test_a_one_part_stage_writes_its_outputs_and_marker_in_finalize(
+    name: str, released_workdir: Path, tmp_path: Path
+) -> None:
+    """Ledger, temporal and release: their part only computes; finalize writes every
+    output, the marker last (a forced run, so that there is an earlier state to keep)."""
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    previous, snap = STAGE_DATES[-2:]
+    cfg = scripted_config()
+    stage, plan, out, marker = {
+        "ledger": (
+            LEDGER_STAGE,
+            lambda: plan_ledger(workdir, snap, previous),
+            ledger_dir(workdir, snap),
+            "state.json",
+        ),
+        "temporal": (
+            TEMPORAL_STAGE,
+            lambda: plan_temporal(
+                workdir, snap, max_new=200, phrasing=cfg.temporal.phrasing, c2=cfg.temporal.c2
+            ),
+            temporal_dir(workdir, snap),
+            "state.json",
+        ),
+        "release": (
+            RELEASE_STAGE,
+            lambda: plan_release(
+                workdir, snap, config=manifest_config(cfg), config_hash=cfg.stable_hash()
+            ),
+            release_dir(workdir, snap),
+            "manifest.json",
+        ),
+    }[name]
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {
+            str(p.relative_to(out.parent)): (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in out.parent.rglob("*")
+        }
+
+    before = files()
+
+    def parts_write_nothing(stage: Stage, job, tools: Tools):
+        def run(indices):
+            results = [stage.run_part(job, i, tools) for i in indices]
+            assert files() == before, "a part wrote into the stage's folder"
+            return results
+
+        return run
+
+    tools = Tools(backend=ScriptedBackend(good_answer))
+    run_stage(
+        stage,
+        plan,
+        workdir=workdir,
+        tools=tools,
+        label=name,
+        force=True,
+        map_parts=parts_write_nothing,
+    )
+    after = files()
+    written = [p for p in out.iterdir() if p.is_file()]
+    assert after[f"{snap}/{marker}"] != before[f"{snap}/{marker}"]
+    marker_time = (out / marker).stat().st_mtime_ns
+    assert all(p.stat().st_mtime_ns <= marker_time for p in written)
 
 
 def test_stage_lock_makes_a_second_writer_wait_then_fail_clearly(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +44,6 @@ from pipeline.layout import (
     generated_dir,
     is_complete,
     labels_dir,
-    output_fingerprints,
-    own_marker,
     read_generated,
     read_labels,
     read_snapshot_table,
@@ -56,14 +54,17 @@ from pipeline.markers import GenerationSummary
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest
 from pipeline.schemas import GENERATED_SCHEMA_VERSION, GENERATED_TABLES
-from pipeline.shards import ShardedOutput, chunk_sizes, chunked
+from pipeline.shards import MergedParts, ShardedFolder, ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
-from pipeline.storage import write_json_atomic
 
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
 GENERATOR_VERSION = "generate-6"
+
+GENERATED_FOLDER = ShardedFolder(
+    "run.json", GenerationSummary, tuple(f"{name}.parquet" for name in GENERATED_TABLES)
+)
 
 
 def _inputs_digest(
@@ -328,15 +329,14 @@ def plan_generation(
 def prepare_generation(job: GenerationJob, *, force: bool = False) -> GenerationSummary | None:
     """The stored summary when this generation ran with the same inputs (and not ``force``);
     otherwise set up the work area (keeping finished shards) and return None."""
+    # The tables too: a marker from before markers recorded their outputs vouches for none.
     done = all((job.out / f"{name}.parquet").exists() for name in GENERATED_TABLES)
-    stored = own_marker(job.out / "run.json", GenerationSummary) if done and not force else None
-    if done_before(stored, job.inputs_digest, job.out):
+    stored = GENERATED_FOLDER.prepare(
+        job, force, lambda stored: done and done_before(stored, job.inputs_digest, job.out)
+    )
+    if stored is not None:
         stored.skipped = True
-        return stored
-    # The marker goes first: a run that dies below leaves no "done" state behind.
-    (job.out / "run.json").unlink(missing_ok=True)
-    job.shards()
-    return None
+    return stored
 
 
 def generate_part(
@@ -403,56 +403,48 @@ def _type_counts(table: pa.Table) -> dict[str, int]:
 
 def finalize_generation(job: GenerationJob, *, seconds: float = 0.0) -> GenerationSummary:
     """Merge the finished shards into the output tables and write ``run.json`` (last)."""
-    shards = job.shards(attach=True)
-    parts = shards.completed()
-    if len(parts) < len(job.parts()):
-        raise WikidriftError(
-            f"generation {job.snapshot}: {len(job.parts()) - len(parts)} shard(s) not finished"
+
+    def summarize(merged: MergedParts) -> GenerationSummary:
+        tables = {
+            name: read_generated(job.workdir, job.snapshot, name) for name in GENERATED_TABLES
+        }
+        usage = Counter(merged.total("usage", {}))
+        articles = merged.total("articles", {})
+        rejects = tables["rejects"].to_pylist()
+        by_kind: dict[str, Counter] = {}
+        for r in rejects:
+            by_kind.setdefault(r["kind"], Counter())[r["reason"]] += 1
+        return GenerationSummary(
+            snapshot=job.snapshot,
+            previous=job.previous,
+            inputs_digest=job.inputs_digest,
+            articles={
+                k: articles.get(k, 0) for k in ("total", "initial", "updated", "without_labels")
+            },
+            requests=merged.total("requests", {}),
+            counts={
+                g.table: _type_counts(tables[g.table]) | g.counts(tables[g.table], merged.parts)
+                for g in item_generators()
+            },
+            rejects=dict(sorted(Counter(r["reason"] for r in rejects).items())),
+            rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
+            llm={
+                "generator": job.generator,
+                "batches": usage["batches"],
+                "requests": usage["requests"],
+                "prompt_tokens": usage["prompt_tokens"],
+                "completion_tokens": usage["completion_tokens"],
+                "cost_usd": usage["cost_usd_micro"] / 1_000_000,
+                "cached": usage["cached"],
+                "errors": usage["errors"],
+            },
+            prompt_hashes=prompt_hashes(generation_prompt_names()),
+            embedder=job.embedder_id,
+            seconds=round(seconds, 3),
+            inputs=job.inputs,
         )
-    shards.finalize()
-    tables = {name: read_generated(job.workdir, job.snapshot, name) for name in GENERATED_TABLES}
-    usage: Counter = Counter()
-    articles: Counter = Counter()
-    requests: Counter = Counter()
-    for p in parts:
-        usage.update(p["usage"])
-        articles.update(p["articles"])
-        requests.update(p["requests"])
-    rejects = tables["rejects"].to_pylist()
-    by_kind: dict[str, Counter] = {}
-    for r in rejects:
-        by_kind.setdefault(r["kind"], Counter())[r["reason"]] += 1
-    summary = GenerationSummary(
-        snapshot=job.snapshot,
-        previous=job.previous,
-        inputs_digest=job.inputs_digest,
-        articles={k: articles.get(k, 0) for k in ("total", "initial", "updated", "without_labels")},
-        requests=dict(requests),
-        counts={
-            g.table: _type_counts(tables[g.table]) | g.counts(tables[g.table], parts)
-            for g in item_generators()
-        },
-        rejects=dict(sorted(Counter(r["reason"] for r in rejects).items())),
-        rejects_by_kind={k: dict(sorted(v.items())) for k, v in sorted(by_kind.items())},
-        llm={
-            "generator": job.generator,
-            "batches": usage["batches"],
-            "requests": usage["requests"],
-            "prompt_tokens": usage["prompt_tokens"],
-            "completion_tokens": usage["completion_tokens"],
-            "cost_usd": usage["cost_usd_micro"] / 1_000_000,
-            "cached": usage["cached"],
-            "errors": usage["errors"],
-        },
-        prompt_hashes=prompt_hashes(generation_prompt_names()),
-        embedder=job.embedder_id,
-        seconds=round(seconds, 3),
-        inputs=job.inputs,
-        outputs=output_fingerprints(job.out, [f"{name}.parquet" for name in GENERATED_TABLES]),
-    )
-    write_json_atomic(job.out / "run.json", asdict(summary))
-    shards.cleanup()
-    return summary
+
+    return GENERATED_FOLDER.finish(job, f"generation {job.snapshot}", summarize)
 
 
 GENERATE_STAGE: Stage[GenerationJob, GenerationSummary] = Stage(

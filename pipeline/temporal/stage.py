@@ -123,7 +123,7 @@ TEMPORAL_STAGE: Stage[TemporalJob, TemporalSummary] = Stage(
     prepare=prepare_temporal,
     part_sizes=lambda job: [0],
     run_part=lambda job, index, tools: _phrase(job, tools.backend),
-    finalize=lambda job, results, seconds: results[0],
+    finalize=lambda job, results, seconds: _write(job.out, *results[0]),
     recover=lambda workdir: recover_state_dirs(workdir / "temporal"),
 )
 
@@ -152,7 +152,8 @@ def phrase_temporal_questions(
     )
 
 
-def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
+def _phrase(job: TemporalJob, backend: LLMBackend) -> tuple[list[dict], TemporalSummary]:
+    """Every question phrased so far and the summary, in memory: finalize writes them."""
     started = time.monotonic()
     workdir, snapshot, previous = Path(job.workdir), job.snapshot, job.previous
     templated = job.phrasing == "template"
@@ -219,8 +220,7 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> TemporalSummary:
     summary.kept = dict(Counter(r["category"] for r in new_rows if r["status"] == "kept"))
     summary.rejected = dict(Counter(r["reason"] for r in new_rows if r["status"] != "kept"))
     summary.seconds = round(time.monotonic() - started, 2)
-    _write(out, list(rows.values()), summary)
-    return summary
+    return list(rows.values()), summary
 
 
 def _reject_ambiguous(phrased: list[dict], live: list[dict]) -> None:
@@ -234,7 +234,9 @@ def _reject_ambiguous(phrased: list[dict], live: list[dict]) -> None:
             r["status"], r["reason"], r["detail"] = "rejected", "ambiguous", AMBIGUOUS_DETAIL
 
 
-def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> None:
+def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> TemporalSummary:
+    """Write the questions, then the marker, and swap them in atomically."""
+
     def write(tmp: Path) -> None:
         write_parquet_atomic(
             pa.Table.from_pylist(rows, schema=TEMPORAL_QUESTIONS_SCHEMA),
@@ -246,3 +248,4 @@ def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> None:
         write_json_atomic(tmp / "state.json", asdict(summary))
 
     publish_state_dir(out, write)
+    return summary
