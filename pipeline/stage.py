@@ -124,7 +124,6 @@ class Tools:
     backend: LLMBackend | None = None  # generate, temporal
     embedder: Embedder | None = None  # generate
     generation: GenerationConfig | None = None  # generate
-    grounding_nli: Callable[[str, str], bool] | None = None  # generate (an NLI check)
     notes: Callable[[str], None] | None = None  # receives a note per step of a part
 
 

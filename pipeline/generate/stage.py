@@ -38,7 +38,7 @@ from pipeline.generate.items import Reject, rows_table
 from pipeline.generate.kinds import Batch, generation_prompt_names, item_generators
 from pipeline.generate.prompts import prompt_hashes
 from pipeline.generate.selection import Article, select_paragraphs
-from pipeline.generate.validate import GroundingNLI, ItemValidator
+from pipeline.generate.validate import ItemValidator
 from pipeline.layout import (
     done_before,
     generated_dir,
@@ -75,7 +75,6 @@ def _inputs_digest(
     embedder: Embedder,
     cfg: GenerationConfig,
     page_ids: list[int] | None,
-    grounding_nli: GroundingNLI | None,
 ) -> tuple[str, dict[str, str]]:
     """The digest of everything that decides the run's output, and the input files' sha256."""
     for date in (snapshot, previous):
@@ -109,9 +108,6 @@ def _inputs_digest(
         "backend": f"{backend.backend_id}:{backend.model}",
         "embedder": getattr(embedder, "model_id", type(embedder).__name__),
         "page_ids": sorted(page_ids) if page_ids is not None else None,
-        "grounding_nli": None
-        if grounding_nli is None
-        else getattr(grounding_nli, "model_id", getattr(grounding_nli, "__qualname__", "nli")),
     }
     return job_digest(blob), inputs
 
@@ -296,7 +292,6 @@ def plan_generation(
     embedder: Embedder,
     cfg: GenerationConfig,
     page_ids: list[int] | None = None,
-    grounding_nli: GroundingNLI | None = None,
     shard_pages: int = 200,
 ) -> GenerationJob:
     """Describe the generation of ``snapshot`` (``previous=None``: initial generation)."""
@@ -304,9 +299,7 @@ def plan_generation(
     snapshot, previous = str(snapshot), (str(previous) if previous is not None else None)
     if previous is not None and previous >= snapshot:
         raise WikidriftError(f"previous snapshot {previous} is not older than {snapshot}")
-    digest, inputs = _inputs_digest(
-        workdir, snapshot, previous, backend, embedder, cfg, page_ids, grounding_nli
-    )
+    digest, inputs = _inputs_digest(workdir, snapshot, previous, backend, embedder, cfg, page_ids)
     order = read_snapshot_table(workdir, snapshot, "articles", columns=["page_id"])[
         "page_id"
     ].to_pylist()
@@ -346,7 +339,6 @@ def generate_part(
     backend: LLMBackend,
     embedder: Embedder,
     cfg: GenerationConfig,
-    grounding_nli: GroundingNLI | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Generate and validate planned shard ``index`` (skipped when done); returns its counts.
@@ -365,7 +357,7 @@ def generate_part(
         backend=backend,
         usage=usage,
         generator=f"{backend.backend_id}:{backend.model}",
-        validator=ItemValidator.from_config(cfg, grounding_nli),
+        validator=ItemValidator.from_config(cfg),
         cfg=cfg,
         note=progress or (lambda _: None),
         index=index,
@@ -459,7 +451,6 @@ GENERATE_STAGE: Stage[GenerationJob, GenerationSummary] = Stage(
         backend=tools.backend,
         embedder=tools.embedder,
         cfg=tools.generation,
-        grounding_nli=tools.grounding_nli,
         progress=tools.notes,
     ),
     finalize=lambda job, results, seconds: finalize_generation(job, seconds=seconds),
@@ -476,7 +467,6 @@ def generate_items(
     cfg: GenerationConfig,
     page_ids: list[int] | None = None,
     force: bool = False,
-    grounding_nli: GroundingNLI | None = None,
     progress: Callable[[str], None] | None = None,
     shard_pages: int = 200,
 ) -> GenerationSummary:
@@ -496,7 +486,6 @@ def generate_items(
             embedder=embedder,
             cfg=cfg,
             page_ids=page_ids,
-            grounding_nli=grounding_nli,
             shard_pages=shard_pages,
         ),
         workdir=workdir,
@@ -504,7 +493,6 @@ def generate_items(
             backend=backend,
             embedder=embedder,
             generation=cfg,
-            grounding_nli=grounding_nli,
             notes=progress,
         ),
         label=f"{snapshot} generate",

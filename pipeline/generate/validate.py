@@ -5,10 +5,8 @@ returns a :class:`Verdict` holding each :class:`Check` (name, passed, detail); t
 keeps the item only when all passed, and its ``reason`` is the first failed check's name, a
 stable code from :data:`REASONS` that the rejects table and the run summary count.
 
-Grounding is lexical by default (:func:`pipeline.text_checks.is_grounded`, where the text
-predicates live). When a model is available,
-``grounding_nli(premise, hypothesis) -> bool`` gets a second say on answers the string test
-misses (premise = evidence text, hypothesis = question + answer).
+Grounding is lexical (:func:`pipeline.text_checks.is_grounded`, where the text predicates
+live).
 """
 
 from __future__ import annotations
@@ -53,7 +51,6 @@ from pipeline.text_checks import (
     turn_support,
 )
 
-GroundingNLI = Callable[[str, str], bool]
 T = TypeVar("T")
 
 REASONS: dict[str, str] = {
@@ -406,7 +403,6 @@ class ItemValidator:
         object_max_words: int = 8,
         turn_min_share: float = TURN_MIN_SHARE,
         question_min_share: float = 0.34,
-        grounding_nli: GroundingNLI | None = None,
         grammar: RelationParser | None = None,
         question_grammar: bool = False,
     ) -> None:
@@ -417,30 +413,24 @@ class ItemValidator:
         self.object_max_words = object_max_words
         self.turn_min_share = turn_min_share
         self.question_min_share = question_min_share
-        self.grounding_nli = grounding_nli
         self.grammar = grammar
         self.question_grammar = question_grammar
 
     @classmethod
-    def from_config(
-        cls, cfg: GenerationConfig, grounding_nli: GroundingNLI | None = None
-    ) -> ItemValidator:
+    def from_config(cls, cfg: GenerationConfig) -> ItemValidator:
         """A validator with the limits of a generation config."""
         return cls(
             answer_max_words=cfg.answer_max_words,
             dialogue_min_turns=cfg.dialogue_min_turns,
             dialogue_max_turns=cfg.dialogue_max_turns,
-            grounding_nli=grounding_nli,
             grammar=RelationParser() if cfg.quadruple_grammar_check else None,
             question_grammar=cfg.qa_grammar_check,
         )
 
-    def _grounded(self, name: str, question: str, answer: str, evidence: str) -> Check:
+    @staticmethod
+    def _grounded(name: str, answer: str, evidence: str) -> Check:
         if is_grounded(answer, evidence):
             return Check(name, True, "string")
-        if self.grounding_nli is not None and answer.strip():
-            entailed = bool(self.grounding_nli(evidence, f"{question} {answer}"))
-            return Check(name, entailed, "nli" if entailed else f"{answer!r}: nli not entailed")
         return Check(name, False, f"{answer!r} not in evidence")
 
     def _answer_checks(self, question: str, answer: str) -> list[Check]:
@@ -489,18 +479,13 @@ class ItemValidator:
         )
         checks.append(Check("question_not_about_evidence", not off_topic, off_topic))
         checks += self._answer_checks(item.question, item.answer)
-        checks.append(
-            self._grounded("answer_not_grounded", item.question, item.answer, item.evidence_text)
-        )
+        checks.append(self._grounded("answer_not_grounded", item.answer, item.evidence_text))
         if changed:
             previous = item.previous_answer or ""
             checks += self._answer_checks(item.question, previous)
             checks.append(
                 self._grounded(
-                    "previous_answer_not_grounded",
-                    item.question,
-                    previous,
-                    item.old_evidence_text or "",
+                    "previous_answer_not_grounded", previous, item.old_evidence_text or ""
                 )
             )
             same = normalize_answer(previous) == normalize_answer(item.answer)

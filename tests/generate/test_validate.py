@@ -460,21 +460,6 @@ def test_scores_are_kept_for_every_check() -> None:
     assert len(verdict.checks) > len(failed)  # passed checks are recorded too
 
 
-def test_nli_hook_decides_only_when_strings_do_not_match() -> None:
-    calls: list[tuple[str, str]] = []
-
-    def nli(premise: str, hypothesis: str) -> bool:
-        calls.append((premise, hypothesis))
-        return "departed" in hypothesis
-
-    v = ItemValidator(grounding_nli=nli)
-    assert v.score_qa(qa(), n_sentences=20).keep
-    assert calls == []
-    assert v.score_qa(qa(answer="departed"), n_sentences=20).keep
-    assert calls == [(EVIDENCE, f"{qa().question} departed")]
-    assert v.score_qa(qa(answer="Tesla"), n_sentences=20).reason == "answer_not_grounded"
-
-
 def test_limits_come_from_the_config() -> None:
     v = ItemValidator.from_config(
         GenerationConfig(answer_max_words=2, dialogue_min_turns=2, dialogue_max_turns=2)
