@@ -253,8 +253,8 @@ def prepare_labels(job: LabelJob, *, force: bool = False) -> LabelSummary | None
 def label_part(job: LabelJob, labeler: SentenceLabeler, index: int) -> dict:
     """Label planned shard ``index`` (skipped when done); returns its work counts."""
     shards = job.shards(attach=True)
-    if shards.is_done(index):
-        return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
+    if (done := shards.finished(index)) is not None:
+        return done
     ids = job.parts()[index]
     before = _model_counters(labeler)
     olds = _pages(Path(job.workdir), job.old, ids)

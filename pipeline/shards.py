@@ -124,6 +124,13 @@ class ShardedOutput:
                 done.append(json.loads(path.read_text()) | {"_index": index})
         return done
 
+    def finished(self, index: int) -> dict[str, Any] | None:
+        """The metadata of shard ``index``, marked ``skipped``, when it finished (a part
+        that finds it returns it instead of working again); else None."""
+        if not self.is_done(index):
+            return None
+        return next(m for m in self.completed() if m["_index"] == index) | {"skipped": True}
+
     def is_done(self, index: int) -> bool:
         """True when shard ``index`` finished (all its tables and its done-file exist)."""
         return (self.work / f"part-{index:05d}.done.json").exists() and all(

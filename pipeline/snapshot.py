@@ -363,8 +363,8 @@ def build_snapshot_part(
     """Fetch and parse planned shard ``index`` of ``job.parts()`` (skipped when it is done);
     returns the shard's metadata, including what the source could not deliver."""
     shards = job.shards(attach=attach)
-    if shards.is_done(index):
-        return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
+    if (done := shards.finished(index)) is not None:
+        return done
     revisions = list(source.iter_revisions(job.parts()[index], date.fromisoformat(job.snapshot)))
     previous = _PreviousParses(
         Path(job.workdir), date.fromisoformat(job.snapshot), job.text_version

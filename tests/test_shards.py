@@ -96,6 +96,9 @@ def test_parts_at_fixed_indices_merge_in_index_order(tmp_path: Path) -> None:
     assert [(m["_index"], m["shard"]) for m in sharded.completed()] == [(0, "a"), (2, "c")]
     assert sharded.is_done(0) and sharded.is_done(2)
     assert not sharded.is_done(1)
+    # a part that finds its shard done returns its metadata instead of working again
+    assert sharded.finished(2) == {"shard": "c", "_index": 2, "skipped": True}
+    assert sharded.finished(1) is None
     sharded.write_part(_shard(3, 4), {"shard": "b"}, index=1)
     part = read_parquet(
         sharded.work / "part-00001.counts.parquet",

@@ -345,8 +345,8 @@ def generate_part(
     Every answer is cached by the backend as it arrives, so a shard cut short by a crash
     costs nothing to redo."""
     shards = job.shards(attach=True)
-    if shards.is_done(index):
-        return next(m for m in shards.completed() if m["_index"] == index) | {"skipped": True}
+    if (done := shards.finished(index)) is not None:
+        return done
     workdir = Path(job.workdir)
     page_ids = job.parts()[index]
     articles, initial, updated, without_labels, tasks = plan_tasks(
