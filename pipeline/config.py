@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline import package_path
 from pipeline.changes import JUDGE_CLASSES, askable
 from pipeline.errors import ConfigError
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 from pipeline.redact import redact_config
-from pipeline.schemas import LEDGER_KINDS
 from pipeline.sources import SOURCE_NAMES
 from pipeline.sources.limits import DEFAULT_LIMITS as _LIMITS
 
@@ -191,7 +191,7 @@ class LLMConfig(_Section):
 class GenerationConfig(_Section):
     """Which benchmark items to generate and how (GrowOVER §3.1 / §3.3, Chronos quadruples)."""
 
-    # One switch per item kind, named as its table (pipeline.schemas.LEDGER_KINDS).
+    # One switch per item kind, named as its table (pipeline.item_kinds.LEDGER_KINDS).
     qa: bool = True
     dialogue: bool = True
     quadruples: bool = True

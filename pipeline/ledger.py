@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from pipeline.errors import WikidriftError
 from pipeline.fact_keys import normalize_key
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import (
     LEDGER_FILES,
     done_before,
@@ -57,12 +58,7 @@ from pipeline.layout import (
     verified_inputs,
 )
 from pipeline.markers import LedgerSummary
-from pipeline.schemas import (
-    LEDGER_EVIDENCE_SCHEMA,
-    LEDGER_ITEMS_SCHEMA,
-    LEDGER_KINDS,
-    LEDGER_SCHEMA_VERSION,
-)
+from pipeline.schemas import LEDGER_EVIDENCE_SCHEMA, LEDGER_ITEMS_SCHEMA, LEDGER_SCHEMA_VERSION
 from pipeline.stage import Stage, Tools, job_digest, run_stage
 from pipeline.storage import (
     publish_state_dir,

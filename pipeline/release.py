@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 
 from pipeline.config import Config
 from pipeline.errors import WikidriftError
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import (
     LEDGER_FILES,
     labels_dir,
@@ -73,12 +74,7 @@ from pipeline.redact import redact_config, redact_value
 from pipeline.release_card import dataset_card, write_growth_plot
 from pipeline.release_items import release_counts, release_item_tables
 from pipeline.release_sources import Revisions, sources_table, wiki_site
-from pipeline.schemas import (
-    LABELS_SCHEMA,
-    LEDGER_KINDS,
-    RELEASE_SCHEMA_VERSION,
-    RELEASE_TABLES,
-)
+from pipeline.schemas import LABELS_SCHEMA, RELEASE_SCHEMA_VERSION, RELEASE_TABLES
 from pipeline.stage import Stage, Tools, run_stage
 from pipeline.storage import (
     file_sha256,

@@ -7,14 +7,10 @@ import json
 import textwrap
 from pathlib import Path
 
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import read_manifest, release_dir, releases_root
 from pipeline.markers import ReleaseManifest
-from pipeline.schemas import (
-    LEDGER_KINDS,
-    RELEASE_SCHEMA_VERSION,
-    WIKIPEDIA_LICENSE,
-    release_files,
-)
+from pipeline.schemas import RELEASE_SCHEMA_VERSION, WIKIPEDIA_LICENSE, release_files
 
 
 def write_growth_plot(path: Path, manifests: list[ReleaseManifest]) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.item_kinds import LEDGER_KINDS, Kind
 from pipeline.layout import read_evidence, read_items, read_manifest, read_release_table
 from pipeline.release_sources import Revisions, first_release
-from pipeline.schemas import LEDGER_KINDS, RELEASE_TABLES, RETIRED_SCHEMA, Kind
+from pipeline.schemas import RELEASE_TABLES, RETIRED_SCHEMA
 
 
 def _release_row(

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from pipeline.config import config_hash as compute_config_hash
 from pipeline.errors import WikidriftError
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import (
     ledger_dir,
     ledger_previous,
@@ -30,7 +31,7 @@ from pipeline.release_sources import (
     used_revisions,
     wiki_site,
 )
-from pipeline.schemas import LEDGER_KINDS, RELEASE_TABLES, release_files
+from pipeline.schemas import RELEASE_TABLES, release_files
 from pipeline.storage import file_sha256
 from pipeline.temporal.checks import temporal_problems
 from pipeline.temporal.tables import temporal_tables

@@ -5,18 +5,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from pipeline.item_kinds import DIALOGUE_TURN, QA, QUADRUPLE
 from pipeline.markers import ReleaseManifest
 from pipeline.release_card import _files
 from pipeline.release_items import _release_row, _released, release_counts
-from pipeline.schemas import (
-    DIALOGUE_TURN,
-    LABELS_SCHEMA,
-    LEDGER_ITEMS_SCHEMA,
-    QA,
-    QUADRUPLE,
-    RELEASE_TABLES,
-    RETIRED_SCHEMA,
-)
+from pipeline.schemas import LABELS_SCHEMA, LEDGER_ITEMS_SCHEMA, RELEASE_TABLES, RETIRED_SCHEMA
 
 SNAP = "2024-06-01"
 EVIDENCE = {"evidence_sent_idx": [3], "evidence_text": "A sentence.", "snapshot": "2024-01-01"}

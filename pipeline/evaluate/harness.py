@@ -28,10 +28,10 @@ from pipeline.errors import WikidriftError
 from pipeline.evaluate.corpus import build_corpus, corpus_snapshots
 from pipeline.evaluate.retrievers import Hit, make_retriever
 from pipeline.generate.prompts import load_prompt
+from pipeline.item_kinds import KINDS
 from pipeline.layout import check_release, read_release_table, release_dir
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse
-from pipeline.schemas import KINDS
 
 # The release tables an evaluation asks, by kind.
 EVALUATED_TABLES = tuple(k.table for k in KINDS if k.evaluated)

@@ -2,9 +2,9 @@
 items are asked for, parsed, checked and counted.
 
 A kind's :class:`ItemGenerator` lives in its own module (``pipeline/generate/qa.py``, ...) and
-is named by its :class:`pipeline.schemas.Kind` (``generator="module:attribute"``), so the
+is named by its :class:`pipeline.item_kinds.Kind` (``generator="module:attribute"``), so the
 generation stage knows no kind by name: it plans every generator's tasks over the articles,
-runs each generator on its tasks shard by shard (in :data:`pipeline.schemas.LEDGER_KINDS`
+runs each generator on its tasks shard by shard (in :data:`pipeline.item_kinds.LEDGER_KINDS`
 order), stores each generator's rows as its kind's generated table and counts them. Adding a
 kind is its generator, its prompt, its schemas and ``Kind`` and its config switch
 (docs/development.md, "Recipe: add an item kind").
@@ -27,8 +27,8 @@ from pipeline.errors import WikidriftError
 from pipeline.generate.items import Reject, to_json
 from pipeline.generate.selection import Article, ArticleParagraph
 from pipeline.generate.validate import REASONS, ItemValidator
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
-from pipeline.schemas import LEDGER_KINDS
 
 # Prompts the generation stage's digest covers that belong to no kind: the contradiction
 # check the ledger's relations use.

@@ -25,10 +25,11 @@ from pipeline.generate.qa import QA_GENERATOR
 from pipeline.generate.selection import Article, ArticleParagraph
 from pipeline.generate.stage import generate_items
 from pipeline.generate.validate import REASONS
+from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import read_generated
 from pipeline.models.embedder import Embedder
 from pipeline.models.llm.scripted import ScriptedBackend
-from pipeline.schemas import GENERATED_TABLES, LEDGER_KINDS
+from pipeline.schemas import GENERATED_TABLES
 from tests.generate.conftest import OLD
 from tests.scripted_llm import good_answer
 
