@@ -58,7 +58,7 @@ def test_generation_prompts_keep_their_order() -> None:
 
 def test_a_kind_must_name_a_generator() -> None:
     with pytest.raises(TypeError, match="not an ItemGenerator"):
-        kinds._resolve("pipeline.schemas:QA")
+        kinds._resolve("pipeline.item_kinds:QA")
 
 
 def _fake_tasks(
