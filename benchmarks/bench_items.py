@@ -117,7 +117,7 @@ def dump(workdir: Path, snapshot: str, path: Path) -> None:
 def gold(split: str, path: Path) -> None:
     """Score every gold candidate with today's checks (no model: recorded answers replayed)."""
     from benchmarks.item_gold import ReplayBackend, read_gold, report_gold, score_gold
-    from pipeline.generate.validate import ItemValidator
+    from pipeline.generate.validator import ItemValidator
 
     records = [r for r in read_gold(path) if split in ("all", r["split"])]
     answers = json.loads(path.with_suffix(".answers.json").read_text())

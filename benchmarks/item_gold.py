@@ -131,7 +131,7 @@ _ORIGIN = {"qa_initial": "initial", "qa_new": "new_sentences", "qa_changed": "ch
 
 def qa_item(rec: dict[str, Any]) -> Any:
     """The :class:`QAItem` a QA record holds."""
-    from pipeline.generate.items import QAItem
+    from pipeline.generate.qa import QAItem
 
     return QAItem(
         page_id=rec["page_id"],
@@ -156,7 +156,7 @@ def qa_item(rec: dict[str, Any]) -> Any:
 
 def dialogue_item(rec: dict[str, Any]) -> Any:
     """The :class:`Dialogue` a dialogue record holds."""
-    from pipeline.generate.items import Dialogue, DialogueTurn
+    from pipeline.generate.dialogue import Dialogue, DialogueTurn
 
     fields = ("turn_idx", "user", "expert", "evidence_sent_idx", "evidence_text", "type")
     return Dialogue(
@@ -174,7 +174,7 @@ def dialogue_item(rec: dict[str, Any]) -> Any:
 
 def quadruple_item(rec: dict[str, Any]) -> Any:
     """The :class:`Quadruple` a quadruple record holds."""
-    from pipeline.generate.items import Quadruple
+    from pipeline.generate.quadruples import Quadruple
 
     return Quadruple(
         page_id=rec["page_id"],
@@ -283,7 +283,7 @@ def _qa_units(rec: dict[str, Any], validator: Any, replay: ReplayBackend) -> lis
 
 
 def _dialogue_units(rec: dict[str, Any], validator: Any, _replay: ReplayBackend) -> list[Unit]:
-    from pipeline.generate.validate import DIALOGUE_CHECKS, good_turns
+    from pipeline.generate.dialogue import DIALOGUE_CHECKS, good_turns
 
     dialogue = dialogue_item(rec)
     whole = validator.score_dialogue(

@@ -11,8 +11,8 @@ Topic, give-away and dialogue-grounding checks compare *content words*: normaliz
 are numbers, or at least three letters long and not a stopword / question word, with a light
 plural strip; words match when equal or when they share a long prefix ("founded" ~ "founder").
 
-Item validation (:mod:`pipeline.generate.validate`) and the temporal questions
-(:mod:`pipeline.temporal.phrasing`) use them.
+Item validation (:mod:`pipeline.generate.validate` and each item kind's checks in its module)
+and the temporal questions (:mod:`pipeline.temporal.phrasing`) use them.
 """
 
 from __future__ import annotations

@@ -4,16 +4,24 @@
 - :mod:`pipeline.generate.selection`: which paragraphs / sentence groups feed each request.
 - :mod:`pipeline.generate.kinds`: the contract of an item kind's generator.
 - :mod:`pipeline.generate.qa`, :mod:`~pipeline.generate.dialogue`,
-  :mod:`~pipeline.generate.quadruples`: each kind's generator: build requests, parse answers
-  into candidate items, check them.
-- :mod:`pipeline.generate.items`: item records, Parquet schemas, stable ids.
+  :mod:`~pipeline.generate.quadruples`: each kind's generator and all of its own: its item
+  record, answer models, requests, parsing, checks and duplicate key.
+- :mod:`pipeline.generate.items`: what the kinds share: stable ids, rejects, the generated
+  tables, the tolerant field parsers.
+- :mod:`pipeline.generate.validate`: the checks the kinds share, the verdict, the reject codes;
+  :mod:`pipeline.generate.validator`: the ``ItemValidator`` that holds the configured limits
+  and scores every kind.
 - :mod:`pipeline.generate.contradiction`: the LLM check of changed sentence pairs.
 - :mod:`pipeline.generate.stage`: the stage that runs it all and writes
-  ``<workdir>/generated/<snapshot>/``; checks live in :mod:`pipeline.generate.validate`.
+  ``<workdir>/generated/<snapshot>/``.
+
+Importing the package imports every kind's module, so each has added its answer models to
+:data:`pipeline.generate.prompts.ANSWER_MODELS` before any request is built.
 """
 
 from pipeline.generate.contradiction import LLMContradictionChecker
-from pipeline.generate.items import Dialogue, DialogueTurn, QAItem, Quadruple, Reject, make_item_id
+from pipeline.generate.dialogue import Dialogue, DialogueTurn
+from pipeline.generate.items import Reject, make_item_id
 from pipeline.generate.kinds import ItemGenerator, generation_prompt_names, item_generators
 from pipeline.generate.prompts import (
     PromptTemplate,
@@ -22,7 +30,8 @@ from pipeline.generate.prompts import (
     prompt_hash,
     prompt_hashes,
 )
-from pipeline.generate.quadruples import normalize_timestamp
+from pipeline.generate.qa import QAItem
+from pipeline.generate.quadruples import Quadruple, normalize_timestamp
 from pipeline.generate.selection import (
     Article,
     ArticleParagraph,

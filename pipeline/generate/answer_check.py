@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pipeline.generate.items import QAItem
 from pipeline.generate.prompts import load_prompt
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.text_checks import normalize_answer
+
+if TYPE_CHECKING:  # annotations only: pipeline.generate.qa imports this module
+    from pipeline.generate.qa import QAItem
 
 # Token F1 at which a differently cut answer ("the Ballon d'Or" / "Ballon d'Or 2023") counts
 # as the same answer; SQuAD-style evaluations use the same measure.

@@ -1,4 +1,5 @@
-"""GrowOVER-Dialogue requests and answer parsing.
+"""GrowOVER-Dialogue: the dialogue and its turns, the answer the model writes, the requests,
+their parsing and the checks.
 
 One request per paragraph: the paragraph's sentences with their article-level index, the
 article title as the topic, and the allowed number of turns. Each returned turn names the
@@ -7,31 +8,123 @@ article generated from scratch, else unchanged / changed / new from the labeling
 
 Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason code. A
 dialogue whose turn fails a check is cut before that turn (later turns build on earlier
-ones) and kept when the minimum number of turns remains; the dropped turns are a reject.
+ones) and kept when the minimum number of turns remains; the dropped turns are a reject
+(:class:`DialogueChecks`: ``ItemValidator.score_dialogue`` / ``score_turns`` /
+``turns_to_keep``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pipeline.config import GenerationConfig
+from pipeline.generate.grammar_checks import answers_kind, asks_for, is_cut_off, reply_additions
 from pipeline.generate.items import (
-    Dialogue,
-    DialogueTurn,
     FieldError,
     Reject,
     field_reject,
     field_value,
     index_field,
+    make_item_id,
     response_reject,
     text_field,
 )
 from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
-from pipeline.generate.prompts import answer_schema, load_prompt, number_sentences
+from pipeline.generate.prompts import (
+    MAX_CHARS,
+    AnswerModel,
+    answer_schema,
+    load_prompt,
+    number_sentences,
+    register_answer_models,
+)
 from pipeline.generate.selection import Article, ArticleParagraph, dialogue_paragraphs
+from pipeline.generate.validate import Check, Verdict, evidence_checks, script_check, url_check
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.text_checks import supporting_sentence
+from pipeline.text_checks import content_words, leaning_phrase, supporting_sentence, turn_support
+
+
+class DialogueTurnAnswer(AnswerModel):
+    """One user/expert exchange and the sentence index the expert used."""
+
+    sentence: int
+    user: str
+    expert: str
+
+
+class DialogueAnswer(AnswerModel):
+    """Answer of ``dialogue``."""
+
+    turns: list[DialogueTurnAnswer]
+
+
+register_answer_models({"dialogue": DialogueAnswer})
+
+
+@dataclass
+class DialogueTurn:
+    """One user/expert exchange; its evidence is one sentence of the dialogue's paragraph."""
+
+    turn_idx: int
+    user: str
+    expert: str
+    evidence_sent_idx: list[int]
+    evidence_text: str
+    type: str
+
+
+@dataclass
+class Dialogue:
+    """A 3-4 turn conversation grounded in one paragraph; stored one row per turn."""
+
+    page_id: int
+    title: str
+    snapshot: str
+    para_idx: int
+    turns: list[DialogueTurn]
+    prompt_hash: str
+    generator: str
+    raw_output: str
+    dialogue_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.dialogue_id:
+            self.dialogue_id = make_item_id(
+                "dialogue",
+                self.page_id,
+                self.snapshot,
+                [i for t in self.turns for i in t.evidence_sent_idx],
+                [self.para_idx] + [[t.user, t.expert] for t in self.turns],
+            )
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One Parquet row per turn."""
+        return [
+            {
+                "dialogue_id": self.dialogue_id,
+                "turn_id": f"{self.dialogue_id}:{t.turn_idx}",
+                "turn_idx": t.turn_idx,
+                "n_turns": len(self.turns),
+                "page_id": self.page_id,
+                "title": self.title,
+                "snapshot": self.snapshot,
+                "para_idx": self.para_idx,
+                "user": t.user,
+                "expert": t.expert,
+                "evidence_sent_idx": list(t.evidence_sent_idx),
+                "evidence_text": t.evidence_text,
+                "type": t.type,
+                "prompt_hash": self.prompt_hash,
+                "generator": self.generator,
+            }
+            for t in self.turns
+        ]
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain dict (for the rejects table)."""
+        return asdict(self) | {"raw_output": None}
 
 
 @dataclass(eq=False)
@@ -116,6 +209,147 @@ def parse_dialogue(task: DialogueTask, response: LLMResponse, generator: str) ->
         generator=generator,
         raw_output=response.text,
     )
+
+
+def _repeated_turns(turns: Sequence[DialogueTurn]) -> str:
+    """Which expert replies say (almost) the same as an earlier one: 80% of their content
+    words shared both ways. A short paragraph may serve two turns from one sentence, but
+    then each must bring a different detail."""
+    seen: list[tuple[int, set[str]]] = []
+    for t in turns:
+        words = set(content_words(t.expert))
+        for idx, earlier in seen:
+            shared = len(words & earlier)
+            if words and earlier and shared >= 0.8 * max(len(words), len(earlier)):
+                return f"turn {t.turn_idx} repeats turn {idx}"
+        seen.append((t.turn_idx, words))
+    return ""
+
+
+class DialogueChecks:
+    """The checks of a dialogue and of each of its turns: ``score_dialogue``, ``score_turns``
+    and ``turns_to_keep`` of :class:`pipeline.generate.validator.ItemValidator`, which holds
+    these limits."""
+
+    dialogue_min_turns: int
+    dialogue_max_turns: int
+    turn_min_share: float
+    question_grammar: bool
+
+    def score_dialogue(
+        self, dialogue: Dialogue, *, n_sentences: int, allowed: Collection[int] | None = None
+    ) -> Verdict:
+        """Checks of a whole dialogue; ``allowed`` = the sentence indices of its paragraph."""
+        n = len(dialogue.turns)
+        checks = [
+            Check(
+                "bad_turn_count",
+                self.dialogue_min_turns <= n <= self.dialogue_max_turns,
+                f"{n} turns, want {self.dialogue_min_turns}-{self.dialogue_max_turns}",
+            )
+        ]
+        texts = [
+            (f"turn {t.turn_idx} {side}", text)
+            for t in dialogue.turns
+            for side, text in (("user", t.user), ("expert", t.expert))
+        ]
+        empty = [name for name, text in texts if not text.strip()]
+        checks.append(Check("empty_field", not empty, ", ".join(empty)))
+        checks.append(
+            url_check(
+                texts, [(f"turn {t.turn_idx} evidence", t.evidence_text) for t in dialogue.turns]
+            )
+        )
+        checks.append(
+            script_check(texts, [(f"turn {t.turn_idx}", t.evidence_text) for t in dialogue.turns])
+        )
+        indices = [i for t in dialogue.turns for i in t.evidence_sent_idx]
+        one_each = all(len(t.evidence_sent_idx) == 1 for t in dialogue.turns)
+        checks += evidence_checks(indices if one_each else [], n_sentences, allowed)
+        unlabeled = [
+            t.turn_idx for t in dialogue.turns if t.type not in ("new", "changed", "unchanged")
+        ]
+        checks.append(
+            Check("evidence_unlabeled", not unlabeled, f"turns {unlabeled}" if unlabeled else "")
+        )
+        phrases = [
+            p
+            for t in dialogue.turns
+            for p in (leaning_phrase(t.user), leaning_phrase(t.expert))
+            if p
+        ]
+        checks.append(Check("turn_leans_on_text", not phrases, ", ".join(phrases)))
+        share = self.turn_min_share
+        unsupported = [
+            f"turn {t.turn_idx}: {why}"
+            for t in dialogue.turns
+            if (why := turn_support(t.expert, t.evidence_text, dialogue.title, share))
+        ]
+        checks.append(Check("turn_not_grounded", not unsupported, "; ".join(unsupported)))
+        repeats = _repeated_turns(dialogue.turns)
+        checks.append(Check("repeated_turn", not repeats, repeats))
+        return Verdict(tuple(checks))
+
+    def score_turns(self, dialogue: Dialogue) -> list[Verdict]:
+        """The checks of each turn on its own (its texts, its sentence, the turns before it),
+        one verdict per turn, in turn order."""
+        verdicts = []
+        for k, t in enumerate(dialogue.turns):
+            texts = [("user", t.user), ("expert", t.expert)]
+            evidence = [("evidence", t.evidence_text)]
+            phrases = [p for p in (leaning_phrase(t.user), leaning_phrase(t.expert)) if p]
+            support = turn_support(t.expert, t.evidence_text, dialogue.title, self.turn_min_share)
+            repeats = _repeated_turns(dialogue.turns[: k + 1])
+            checks = [
+                url_check(texts, evidence),
+                script_check(texts, evidence),
+                Check("turn_leans_on_text", not phrases, ", ".join(phrases)),
+                Check("turn_not_grounded", not support, support),
+                Check("repeated_turn", not repeats, repeats),
+            ]
+            if self.question_grammar:
+                cut = [side for side, text in texts if is_cut_off(text, MAX_CHARS[side])]
+                added = reply_additions(t.expert, [t.evidence_text, dialogue.title, t.user])
+                kind = asks_for(t.user)
+                unanswered = kind is not None and not answers_kind(t.expert, kind)
+                checks += [
+                    Check("turn_cut_off", not cut, ", ".join(cut)),
+                    Check("turn_adds_claims", not added, added),
+                    Check("turn_not_answered", not unanswered,
+                          f"asked {kind!r}, the reply gives none" if unanswered else ""),
+                ]  # fmt: skip
+            verdicts.append(Verdict(tuple(checks)))
+        return verdicts
+
+    def turns_to_keep(
+        self, dialogue: Dialogue, *, n_sentences: int, allowed: Collection[int] | None = None
+    ) -> tuple[int, Verdict]:
+        """How many leading turns of ``dialogue`` to keep, and the verdict that decided: a
+        failed check of the dialogue as a whole keeps none; else every turn before the first
+        one that fails its own checks, when at least the minimum number remain (later turns
+        build on the bad one). The verdict is the whole dialogue's when it failed or every
+        turn passed, else the first failing turn's."""
+        whole = self.score_dialogue(dialogue, n_sentences=n_sentences, allowed=allowed)
+        shared = Verdict(tuple(c for c in whole.checks if c.name in DIALOGUE_CHECKS))
+        if not shared.keep:
+            return 0, shared
+        per_turn = self.score_turns(dialogue)
+        first_bad = next((v for v in per_turn if not v.keep), shared)
+        return good_turns(per_turn, self.dialogue_min_turns), first_bad
+
+
+# Checks of a dialogue as a whole: a failure rejects every turn.
+DIALOGUE_CHECKS = frozenset(
+    {"bad_turn_count", "empty_field", "evidence_out_of_range", "evidence_outside_input",
+     "evidence_unlabeled"}
+)  # fmt: skip
+
+
+def good_turns(turn_verdicts: Sequence[Verdict], min_turns: int) -> int:
+    """How many turns of a dialogue to keep: every turn before the first that fails a check
+    (later turns build on it), or none when fewer than ``min_turns`` remain."""
+    n = next((k for k, v in enumerate(turn_verdicts) if not v.keep), len(turn_verdicts))
+    return n if n >= min_turns else 0
 
 
 def run_dialogues(tasks: list[DialogueTask], batch: Batch) -> KindOutput:

@@ -1,4 +1,7 @@
-"""Generated item records, their Parquet schemas and stable ids.
+"""What every kind of generated item shares: stable ids, the reject record, the generated
+tables and the tolerant reading of answer fields. Each kind's item record lives in its module
+(:mod:`pipeline.generate.qa`, :mod:`~pipeline.generate.dialogue`,
+:mod:`~pipeline.generate.quadruples`).
 
 Evidence indices are sentence indices of the article in the snapshot the item was made from
 (``sentences.parquet`` ``sent_idx``); ``evidence_text`` is those sentences joined by a space.
@@ -12,19 +15,13 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from pipeline.models.llm.base import LLMResponse
-from pipeline.schemas import (
-    GENERATED_TABLES,
-)
-
-QA_TYPES = ("new", "changed")
-QA_ORIGINS = ("initial", "new_sentences", "changed_sentence")
-TURN_TYPES = ("new", "changed", "unchanged")
+from pipeline.schemas import GENERATED_TABLES
 
 
 def make_item_id(
@@ -37,144 +34,6 @@ def make_item_id(
         separators=(",", ":"),
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-@dataclass
-class QAItem:
-    """One question with its short answer (and, for a changed fact, the earlier answer)."""
-
-    page_id: int
-    title: str
-    snapshot: str
-    type: str
-    origin: str
-    question: str
-    answer: str
-    evidence_sent_idx: list[int]
-    evidence_text: str
-    prompt_hash: str
-    generator: str
-    raw_output: str
-    previous_answer: str | None = None
-    old_evidence_sent_idx: list[int] = field(default_factory=list)
-    old_evidence_text: str | None = None
-    previous_snapshot: str | None = None
-    item_id: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.item_id:
-            self.item_id = make_item_id(
-                "qa",
-                self.page_id,
-                self.snapshot,
-                self.evidence_sent_idx,
-                [self.question, self.answer, self.previous_answer],
-            )
-
-    def row(self) -> dict[str, Any]:
-        """The Parquet row."""
-        return asdict(self)
-
-
-@dataclass
-class DialogueTurn:
-    """One user/expert exchange; its evidence is one sentence of the dialogue's paragraph."""
-
-    turn_idx: int
-    user: str
-    expert: str
-    evidence_sent_idx: list[int]
-    evidence_text: str
-    type: str
-
-
-@dataclass
-class Dialogue:
-    """A 3-4 turn conversation grounded in one paragraph; stored one row per turn."""
-
-    page_id: int
-    title: str
-    snapshot: str
-    para_idx: int
-    turns: list[DialogueTurn]
-    prompt_hash: str
-    generator: str
-    raw_output: str
-    dialogue_id: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.dialogue_id:
-            self.dialogue_id = make_item_id(
-                "dialogue",
-                self.page_id,
-                self.snapshot,
-                [i for t in self.turns for i in t.evidence_sent_idx],
-                [self.para_idx] + [[t.user, t.expert] for t in self.turns],
-            )
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One Parquet row per turn."""
-        return [
-            {
-                "dialogue_id": self.dialogue_id,
-                "turn_id": f"{self.dialogue_id}:{t.turn_idx}",
-                "turn_idx": t.turn_idx,
-                "n_turns": len(self.turns),
-                "page_id": self.page_id,
-                "title": self.title,
-                "snapshot": self.snapshot,
-                "para_idx": self.para_idx,
-                "user": t.user,
-                "expert": t.expert,
-                "evidence_sent_idx": list(t.evidence_sent_idx),
-                "evidence_text": t.evidence_text,
-                "type": t.type,
-                "prompt_hash": self.prompt_hash,
-                "generator": self.generator,
-            }
-            for t in self.turns
-        ]
-
-    def as_json(self) -> dict[str, Any]:
-        """Plain dict (for the rejects table)."""
-        return asdict(self) | {"raw_output": None}
-
-
-@dataclass
-class Quadruple:
-    """A (subject, relation, object, timestamp) fact: ``timestamp`` is when it became true (as
-    the text dates it, or None), ``observed_at`` the snapshot it was read from."""
-
-    page_id: int
-    title: str
-    snapshot: str
-    subject: str
-    relation: str
-    object: str
-    timestamp: str | None
-    evidence_sent_idx: list[int]
-    evidence_text: str
-    type: str
-    prompt_hash: str
-    generator: str
-    observed_at: str = ""
-    item_id: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.observed_at:
-            self.observed_at = self.snapshot
-        if not self.item_id:
-            self.item_id = make_item_id(
-                "quadruple",
-                self.page_id,
-                self.snapshot,
-                self.evidence_sent_idx,
-                [self.subject, self.relation, self.object, self.timestamp],
-            )
-
-    def row(self) -> dict[str, Any]:
-        """The Parquet row."""
-        return asdict(self)
 
 
 @dataclass

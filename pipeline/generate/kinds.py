@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -26,9 +26,12 @@ from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
 from pipeline.generate.items import Reject, to_json
 from pipeline.generate.selection import Article, ArticleParagraph
-from pipeline.generate.validate import REASONS, ItemValidator
+from pipeline.generate.validate import REASONS
 from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.models.llm.base import LLMBackend, LLMRequest, LLMResponse, require_answered
+
+if TYPE_CHECKING:  # annotations only: ItemValidator takes its checks from the kinds' modules
+    from pipeline.generate.validator import ItemValidator
 
 # Prompts the generation stage's digest covers that belong to no kind: the contradiction
 # check the ledger's relations use.

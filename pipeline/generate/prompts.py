@@ -6,9 +6,10 @@ are ``{lowercase_name}``; any other brace (the JSON examples in the templates) i
 templates need no brace escaping. A template is versioned by content: ``prompt_hash`` is the
 first 16 hex digits of the sha256 of the file's bytes, and every request and item carries it.
 
-Each answer type is a pydantic model; its JSON schema travels with the request so a backend
-with structured outputs can enforce it, while the others get the same keys from the prompt
-text and are parsed tolerantly.
+Each answer type is a pydantic model (an :class:`AnswerModel`); its JSON schema travels with
+the request so a backend with structured outputs can enforce it, while the others get the same
+keys from the prompt text and are parsed tolerantly. An item kind's answer models live in its
+module, which adds them to :data:`ANSWER_MODELS` (:func:`register_answer_models`).
 """
 
 from __future__ import annotations
@@ -40,98 +41,51 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 _SECTION = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.MULTILINE)
 
 
-class _Answer(BaseModel):
+class AnswerModel(BaseModel):
+    """The base of every answer model."""
+
     # extra="forbid" puts additionalProperties: false in the schema (strict structured outputs).
     model_config = ConfigDict(extra="forbid")
 
 
 # Field order is the order the model writes them in (constrained decoding follows the schema):
 # the sentence is chosen first, then the text written from it; a verdict comes after its
-# reason. (Answer before question was tried: shorter answers, but 67% of kept QA right against
-# 76% question-first, on the same 6 articles: the questions fitted the spans less well.)
+# reason.
 
 
-class QAAnswer(_Answer):
-    """Answer of ``qa_initial`` and ``qa_new``: one of the offered answers, then the question
-    it answers (the request's schema narrows ``answer`` to the offered spans)."""
-
-    answer: str
-    question: str
-
-
-class ChangedQAAnswer(_Answer):
-    """Answer of ``qa_changed``: the question whose earlier and current answers the request
-    gives."""
-
-    question: str
-
-
-class CheckAnswer(_Answer):
-    """Answer of ``qa_check``: the question answered again from its evidence sentence."""
-
-    answer: str
-
-
-class DialogueTurnAnswer(_Answer):
-    """One user/expert exchange and the sentence index the expert used."""
-
-    sentence: int
-    user: str
-    expert: str
-
-
-class DialogueAnswer(_Answer):
-    """Answer of ``dialogue``."""
-
-    turns: list[DialogueTurnAnswer]
-
-
-class QuadrupleAnswer(_Answer):
-    """One (subject, relation, object, timestamp) fact and the sentence index it came from."""
-
-    sentence: int
-    subject: str
-    relation: str
-    object: str
-    timestamp: str | None
-
-
-class QuadruplesAnswer(_Answer):
-    """Answer of ``quadruples``."""
-
-    quadruples: list[QuadrupleAnswer]
-
-
-class ContradictionAnswer(_Answer):
+class ContradictionAnswer(AnswerModel):
     """Answer of ``contradiction``."""
 
     reason: str
     contradicts: bool
 
 
-class UpdateCheckAnswer(_Answer):
+class UpdateCheckAnswer(AnswerModel):
     """Answer of ``update_check``: the words of the new sentence in the marked value's place."""
 
     span: str
 
 
-class TemporalQuestionAnswer(_Answer):
+class TemporalQuestionAnswer(AnswerModel):
     """Answer of ``temporal_question``: the question phrased for facts and an answer."""
 
     question: str
 
 
+# The answer model of every template, by name: the ones of no item kind here, each item kind's
+# added by its module (pipeline.generate.qa, dialogue, quadruples), which importing
+# pipeline.generate (or any of its modules) imports.
 ANSWER_MODELS: dict[str, type[BaseModel]] = {
-    "qa_initial": QAAnswer,
-    "qa_new": QAAnswer,
-    "qa_changed": ChangedQAAnswer,
-    "qa_check": CheckAnswer,
-    "dialogue": DialogueAnswer,
-    "quadruples": QuadruplesAnswer,
     "contradiction": ContradictionAnswer,
     "update_check": UpdateCheckAnswer,
     "temporal_question": TemporalQuestionAnswer,
 }
+
+
+def register_answer_models(models: Mapping[str, type[BaseModel]]) -> None:
+    """Add an item kind's answer models, by template name, to :data:`ANSWER_MODELS`."""
+    ANSWER_MODELS.update(models)
+
 
 # Dialogues and quadruple lists are long answers; a QA pair or a verdict is a few dozen tokens.
 MAX_TOKENS: dict[str, int] = {

@@ -1,4 +1,5 @@
-"""GrowOVER-QA requests and answer parsing, answer first.
+"""GrowOVER-QA: the item, the answers the model writes, the requests, their parsing and the
+checks, answer first.
 
 Three prompts: ``qa_initial`` (one selected paragraph) and ``qa_new`` (a group of new
 sentences, optionally with the text around them) offer the answer spans code found in the
@@ -9,28 +10,44 @@ replacement as the two answers and asks only for the question; the evidence is t
 sentence, the old one is kept beside it. Nothing to ask (no span, no value replaced in place)
 makes no request.
 
-Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason code.
+Parsing never raises: an unusable answer becomes a :class:`Reject` with a reason code. A
+parsed item is scored by :class:`QAChecks` (``ItemValidator.score_qa``) and, when every check
+passes and ``qa_answer_check`` is on, asked back (:mod:`pipeline.generate.answer_check`); a
+question already kept for the article (:func:`question_key`) is a duplicate.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pipeline.config import GenerationConfig
 from pipeline.generate.answer_check import answer_checks, disagreements
-from pipeline.generate.answer_spans import AnswerSpan, answer_spans, changed_values
+from pipeline.generate.answer_spans import AnswerSpan, answer_spans, changed_values, range_part
+from pipeline.generate.grammar_checks import (
+    answer_attachment,
+    names_no_subject,
+    premise_problem,
+    side_problem,
+)
 from pipeline.generate.items import (
     FieldError,
-    QAItem,
     Reject,
     field_reject,
+    make_item_id,
     response_reject,
     text_field,
 )
 from pipeline.generate.kinds import Batch, ItemGenerator, KindOutput, reject_of
-from pipeline.generate.prompts import MAX_CHARS, load_prompt, number_sentences
+from pipeline.generate.prompts import (
+    MAX_CHARS,
+    AnswerModel,
+    load_prompt,
+    number_sentences,
+    register_answer_models,
+)
 from pipeline.generate.selection import (
     Article,
     ArticleParagraph,
@@ -41,9 +58,98 @@ from pipeline.generate.selection import (
     is_statement,
     source_context,
 )
-from pipeline.generate.validate import REASONS, question_key, split_duplicates
+from pipeline.generate.validate import (
+    REASONS,
+    Check,
+    Verdict,
+    evidence_checks,
+    script_check,
+    split_duplicates,
+    url_check,
+)
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.text_checks import is_grounded, normalize_answer
+from pipeline.syntax import actor_problem
+from pipeline.text_checks import (
+    about_evidence,
+    contains_normalized,
+    dangling_reference,
+    gives_answer_away,
+    is_grounded,
+    leaning_phrase,
+    normalize_answer,
+)
+
+# Field order is the order the model writes them in: the answer (one of the offered spans)
+# first, then the question whose answer it is.
+
+
+class QAAnswer(AnswerModel):
+    """Answer of ``qa_initial`` and ``qa_new``: one of the offered answers, then the question
+    it answers (the request's schema narrows ``answer`` to the offered spans)."""
+
+    answer: str
+    question: str
+
+
+class ChangedQAAnswer(AnswerModel):
+    """Answer of ``qa_changed``: the question whose earlier and current answers the request
+    gives."""
+
+    question: str
+
+
+class CheckAnswer(AnswerModel):
+    """Answer of ``qa_check``: the question answered again from its evidence sentence."""
+
+    answer: str
+
+
+register_answer_models(
+    {
+        "qa_initial": QAAnswer,
+        "qa_new": QAAnswer,
+        "qa_changed": ChangedQAAnswer,
+        "qa_check": CheckAnswer,
+    }
+)
+
+
+@dataclass
+class QAItem:
+    """One question with its short answer (and, for a changed fact, the earlier answer)."""
+
+    page_id: int
+    title: str
+    snapshot: str
+    type: str
+    origin: str
+    question: str
+    answer: str
+    evidence_sent_idx: list[int]
+    evidence_text: str
+    prompt_hash: str
+    generator: str
+    raw_output: str
+    previous_answer: str | None = None
+    old_evidence_sent_idx: list[int] = field(default_factory=list)
+    old_evidence_text: str | None = None
+    previous_snapshot: str | None = None
+    item_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.item_id:
+            self.item_id = make_item_id(
+                "qa",
+                self.page_id,
+                self.snapshot,
+                self.evidence_sent_idx,
+                [self.question, self.answer, self.previous_answer],
+            )
+
+    def row(self) -> dict[str, Any]:
+        """The Parquet row."""
+        return asdict(self)
+
 
 NO_CONTEXT = "(none)"
 
@@ -282,6 +388,125 @@ def parse_qa(task: QATask, response: LLMResponse, generator: str) -> QAItem | Re
         )
     origin = "initial" if task.purpose == "qa_initial" else "new_sentences"
     return QAItem(type="new", origin=origin, **common)
+
+
+_YES_NO = {"yes", "no", "true", "false", "yes it is", "no it is not"}
+
+
+class QAChecks:
+    """The checks of a QA item: ``score_qa`` of
+    :class:`pipeline.generate.validator.ItemValidator`, which holds these limits."""
+
+    answer_max_words: int
+    question_min_share: float
+    question_grammar: bool
+
+    @staticmethod
+    def _grounded(name: str, answer: str, evidence: str) -> Check:
+        if is_grounded(answer, evidence):
+            return Check(name, True, "string")
+        return Check(name, False, f"{answer!r} not in evidence")
+
+    def _answer_checks(self, question: str, answer: str) -> list[Check]:
+        n_words = len(answer.split())
+        yes_no = normalize_answer(answer) in _YES_NO
+        in_question = contains_normalized(answer, question)
+        # only asked when the whole answer is not in the question, so one detail per item
+        away = "" if in_question else gives_answer_away(question, answer)
+        return [
+            Check(
+                "answer_too_long",
+                n_words <= self.answer_max_words,
+                f"{n_words} words > {self.answer_max_words}"
+                if n_words > self.answer_max_words
+                else "",
+            ),
+            Check("yes_no_answer", not yes_no, answer if yes_no else ""),
+            Check("answer_in_question", not in_question, answer if in_question else ""),
+            Check("answerable_from_question", not away, away),
+        ]
+
+    def score_qa(
+        self, item: QAItem, *, n_sentences: int, allowed: Collection[int] | None = None
+    ) -> Verdict:
+        """Checks of a QA item; ``allowed`` = the sentence indices its prompt offered."""
+        changed = item.type == "changed"
+        texts = [("question", item.question), ("answer", item.answer)]
+        if changed:
+            texts.append(("previous_answer", item.previous_answer or ""))
+        empty = [name for name, value in texts if not value.strip()]
+        checks = [Check("empty_field", not empty, ", ".join(empty))]
+        evidence = [("evidence", item.evidence_text)]
+        if changed:
+            evidence.append(("old evidence", item.old_evidence_text or ""))
+        checks.append(url_check(texts, evidence))
+        checks.append(script_check(texts, evidence))
+        checks += evidence_checks(item.evidence_sent_idx, n_sentences, allowed)
+        phrase = leaning_phrase(item.question)
+        checks.append(Check("question_leans_on_text", phrase is None, phrase or ""))
+        dangling = dangling_reference(item.question)
+        checks.append(Check("question_not_standalone", dangling is None, dangling or ""))
+        off_topic = about_evidence(
+            item.question,
+            [text for _, text in evidence] + [item.title],
+            self.question_min_share,
+        )
+        checks.append(Check("question_not_about_evidence", not off_topic, off_topic))
+        checks += self._answer_checks(item.question, item.answer)
+        checks.append(self._grounded("answer_not_grounded", item.answer, item.evidence_text))
+        if changed:
+            previous = item.previous_answer or ""
+            checks += self._answer_checks(item.question, previous)
+            checks.append(
+                self._grounded(
+                    "previous_answer_not_grounded", previous, item.old_evidence_text or ""
+                )
+            )
+            same = normalize_answer(previous) == normalize_answer(item.answer)
+            checks.append(Check("answers_identical", not same, previous if same else ""))
+            # What changed is the answer: the current one must be new to the old sentence
+            # and the earlier one gone from the current sentence ("Williams" was in both
+            # lists of engine customers; "the Silver Arrows" only gained a translation).
+            stayed = [
+                f"{name} {value!r} is in the {where} sentence too"
+                for name, value, where, text in (
+                    ("answer", item.answer, "earlier", item.old_evidence_text or ""),
+                    ("previous_answer", previous, "current", item.evidence_text),
+                )
+                if value.strip() and is_grounded(value, text)
+            ]
+            checks.append(Check("answer_did_not_change", not stayed, "; ".join(stayed)))
+        if self.question_grammar:
+            checks += self._question_grammar(item)
+        return Verdict(tuple(checks))
+
+    def _question_grammar(self, item: QAItem) -> list[Check]:
+        sources = [item.evidence_text, item.title]
+        if item.type == "changed":
+            sources.append(item.old_evidence_text or "")
+        unnamed = names_no_subject(item.question, item.title)
+        unstated = premise_problem(item.question, sources)
+        sided = side_problem(item.question, sources)
+        swapped = actor_problem(item.question, item.evidence_text, item.title)
+        halved = range_part(item.answer, item.evidence_text)
+        detached = answer_attachment(item.question, item.answer, [item.evidence_text])
+        if not detached and item.type == "changed":
+            detached = answer_attachment(
+                item.question, item.previous_answer or "", [item.old_evidence_text or ""]
+            )
+        return [
+            Check("question_names_nothing", not unnamed, unnamed),
+            Check("question_premise_unstated", not unstated, unstated),
+            Check("question_side_unstated", not sided, sided),
+            Check("question_actor_swapped", not swapped, swapped),
+            Check("answer_part_of_range", not halved, f"the evidence says {halved!r}"),
+            Check("answer_not_attached", not detached, detached),
+        ]
+
+
+def question_key(item: QAItem) -> str:
+    """Duplicate key of a QA item: its normalized question."""
+    return normalize_answer(item.question)
 
 
 _QA_PURPOSE = {"initial": "qa_initial", "new_sentences": "qa_new", "changed_sentence": "qa_changed"}

@@ -38,7 +38,7 @@ from pipeline.generate.items import Reject, rows_table
 from pipeline.generate.kinds import Batch, generation_prompt_names, item_generators
 from pipeline.generate.prompts import prompt_hashes
 from pipeline.generate.selection import Article, select_paragraphs
-from pipeline.generate.validate import ItemValidator
+from pipeline.generate.validator import ItemValidator
 from pipeline.layout import (
     done_before,
     generated_dir,

@@ -18,7 +18,7 @@ from benchmarks.item_gold import (
     temporal_spec,
 )
 from pipeline.config import load_config
-from pipeline.generate.validate import ItemValidator
+from pipeline.generate.validator import ItemValidator
 
 pytestmark = pytest.mark.slow  # spaCy on every candidate
 

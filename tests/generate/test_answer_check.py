@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.generate.answer_check import answer_checks, answers_agree, disagreements
-from pipeline.generate.items import QAItem
+from pipeline.generate.qa import QAItem
 from pipeline.models.llm.base import LLMResponse
 from tests.generate.test_validate import qa
 

@@ -1,4 +1,5 @@
-"""Dialogue requests over real paragraphs; turns typed from the labels of their sentences."""
+"""Dialogue requests over real paragraphs; turns typed from the labels of their sentences; the
+checks of a dialogue and of its turns."""
 
 from __future__ import annotations
 
@@ -8,17 +9,25 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import GenerationConfig
-from pipeline.generate.dialogue import DialogueTask, dialogue_task, parse_dialogue
-from pipeline.generate.items import Dialogue, Reject
+from pipeline.generate.dialogue import (
+    Dialogue,
+    DialogueTask,
+    DialogueTurn,
+    dialogue_task,
+    good_turns,
+    parse_dialogue,
+)
+from pipeline.generate.items import Reject
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.selection import Article, dialogue_paragraphs, informative_paragraphs
 from pipeline.generate.stage import attach_labels, load_articles
-from pipeline.generate.validate import ItemValidator
+from pipeline.generate.validate import REASONS
+from pipeline.generate.validator import ItemValidator
 from pipeline.models.llm.scripted import ScriptedBackend
 from tests.generate.conftest import NEW, OLD
 from tests.scripted_llm import good_answer, user_text
 
-pytestmark = pytest.mark.slow  # builds and labels a real workdir (spaCy, MiniLM)
+# The tests marked slow build and label a real workdir (spaCy, MiniLM); the checks' tests do not.
 
 CFG = GenerationConfig()
 GEN = "scripted:scripted"
@@ -40,6 +49,7 @@ def _turn(user: str, expert: str, sentence: object) -> dict[str, object]:
     return {"user": user, "expert": expert, "sentence": sentence}
 
 
+@pytest.mark.slow
 def test_request_shows_the_paragraph_and_turn_limits(
     split: tuple[list[Article], list[Article]],
 ) -> None:
@@ -55,6 +65,7 @@ def test_request_shows_the_paragraph_and_turn_limits(
     assert task.request.prompt_hash == prompt_hash("dialogue")
 
 
+@pytest.mark.slow
 def test_turns_are_typed_from_sentence_labels(split: tuple[list[Article], list[Article]]) -> None:
     _, updated = split
     seen: set[str] = set()
@@ -81,6 +92,7 @@ def test_turns_are_typed_from_sentence_labels(split: tuple[list[Article], list[A
     assert "new" in seen and len(seen) >= 2  # the real labels give more than one type
 
 
+@pytest.mark.slow
 def test_from_scratch_articles_have_new_turns_only(
     split: tuple[list[Article], list[Article]],
 ) -> None:
@@ -93,6 +105,7 @@ def test_from_scratch_articles_have_new_turns_only(
         assert {t.type for t in dialogue.turns} == {"new"}
 
 
+@pytest.mark.slow
 def test_tolerant_turn_parsing(split: tuple[list[Article], list[Article]]) -> None:
     art = split[0][0]
     para = informative_paragraphs(art, CFG)[0]
@@ -112,6 +125,7 @@ def test_tolerant_turn_parsing(split: tuple[list[Article], list[Article]]) -> No
     )  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("payload", "reason"),
     [
@@ -132,6 +146,7 @@ def test_unusable_dialogues_are_rejected_whole(
     assert (rejected.kind, rejected.reason, rejected.raw_output) == ("dialogue", reason, payload)
 
 
+@pytest.mark.slow
 def test_out_of_range_turn_is_typed_unlabeled_and_rejected(
     split: tuple[list[Article], list[Article]],
 ) -> None:
@@ -145,3 +160,151 @@ def test_out_of_range_turn_is_typed_unlabeled_and_rejected(
         dialogue, n_sentences=art.n_sentences, allowed=para.sent_idx
     )
     assert verdict.reason == "evidence_out_of_range"
+
+
+# ---- the checks of a dialogue and its turns (ItemValidator.score_dialogue, score_turns) ---------
+
+
+TURN_SENTENCES = {
+    10: "In 2015, Karpathy joined OpenAI as a founding member.",
+    11: "In 2017, he became the director of artificial intelligence at Tesla.",
+}
+# Turn k replies from sentence 10 + k % 2; the third turn brings another detail of sentence 10.
+TURN_EXPERTS = [
+    "Karpathy joined OpenAI in 2015 as one of its founding members.",
+    "He became Tesla's director of artificial intelligence in 2017.",
+    "He was among the founding members of OpenAI.",
+    "Tesla hired him in 2017 to direct its artificial intelligence work.",
+]
+
+
+def dialogue(n: int = 3, **turn_over: object) -> Dialogue:
+    turns = [
+        DialogueTurn(
+            turn_idx=k,
+            user=f"Tell me about point {k}.",
+            expert=TURN_EXPERTS[k % 4],
+            evidence_sent_idx=[10 + k % 2],
+            evidence_text=TURN_SENTENCES[10 + k % 2],
+            type="new",
+        )
+        for k in range(n)
+    ]
+    for key, value in turn_over.items():
+        setattr(turns[-1], key, value)
+    return Dialogue(1, "Andrej Karpathy", "2024-06-01", 4, turns, "h", "g", "{}")
+
+
+V = ItemValidator()
+QUESTIONS = ItemValidator(question_grammar=True)
+
+
+CASES = [
+    (lambda: V.score_dialogue(dialogue(2), n_sentences=20), "bad_turn_count"),
+    (lambda: V.score_dialogue(dialogue(5), n_sentences=20), "bad_turn_count"),
+    (lambda: V.score_dialogue(dialogue(expert=""), n_sentences=20), "empty_field"),
+    (
+        lambda: V.score_dialogue(dialogue(evidence_sent_idx=[99]), n_sentences=20),
+        "evidence_out_of_range",
+    ),
+    (
+        lambda: V.score_dialogue(dialogue(evidence_sent_idx=[3]), n_sentences=20, allowed=[10, 11]),
+        "evidence_outside_input",
+    ),
+    (lambda: V.score_dialogue(dialogue(type="unlabeled"), n_sentences=20), "evidence_unlabeled"),
+    (
+        lambda: V.score_dialogue(dialogue(user="As mentioned above, he left."), n_sentences=20),
+        "turn_leans_on_text",
+    ),
+    (
+        lambda: V.score_dialogue(
+            dialogue(expert="Karpathy joined OpenAI as a founding member in 2016."),
+            n_sentences=20,
+        ),
+        "turn_not_grounded",
+    ),
+    (
+        lambda: V.score_dialogue(
+            dialogue(expert="See http://evil.example for the full story."), n_sentences=20
+        ),
+        "contains_url",
+    ),
+    (
+        lambda: V.score_dialogue(dialogue(expert=TURN_EXPERTS[0]), n_sentences=20),
+        "repeated_turn",
+    ),
+    # the question grammar (spaCy): each turn of a dialogue
+    (
+        lambda: QUESTIONS.score_turns(
+            dialogue(expert="In 2015, Karpathy became a founding member of OpenAI and")
+        )[-1],
+        "turn_cut_off",
+    ),
+    (
+        lambda: QUESTIONS.score_turns(
+            dialogue(expert="In 2015, Karpathy became a founding member of OpenAI, a rare honour.")
+        )[-1],
+        "turn_adds_claims",
+    ),
+    (
+        lambda: QUESTIONS.score_turns(dialogue(user="When did he join OpenAI?"))[-1],
+        "turn_not_answered",
+    ),
+]
+
+
+@pytest.mark.parametrize(("score", "reason"), CASES)
+def test_each_failure_has_its_reason(score, reason: str) -> None:  # noqa: ANN001
+    verdict = score()
+    assert not verdict.keep
+    assert verdict.reason == reason
+    assert reason in verdict.detail
+    assert reason in REASONS
+
+
+def test_a_dialogue_is_cut_before_its_first_bad_turn() -> None:
+    # the fourth reply says "work", which its sentence does not: three good turns remain
+    four = dialogue(4)
+    verdicts = QUESTIONS.score_turns(four)
+    assert [v.keep for v in verdicts] == [True, True, True, False]
+    assert good_turns(verdicts, 3) == 3 and good_turns(verdicts, 4) == 0
+    n, verdict = QUESTIONS.turns_to_keep(four, n_sentences=20)
+    assert (n, verdict.reason) == (3, "turn_adds_claims")
+    # a bad second turn leaves too few: the later turns build on it
+    bad_second = dialogue(3)
+    bad_second.turns[1].expert += " Critics praised it."
+    assert QUESTIONS.turns_to_keep(bad_second, n_sentences=20)[0] == 0
+    # a failure of the dialogue as a whole keeps nothing, whatever its turns
+    n, verdict = QUESTIONS.turns_to_keep(dialogue(3), n_sentences=20, allowed=[3])
+    assert (n, verdict.reason) == (0, "evidence_outside_input")
+    assert QUESTIONS.turns_to_keep(dialogue(3), n_sentences=20)[0] == 3
+
+
+@pytest.mark.parametrize(
+    "expert",
+    [
+        "He was a founding member of OpenAI.",
+        "Sure! Andrej Karpathy joined OpenAI in 2015 as a founding member.",
+        "Yes, in 2015.",
+        "In 2015 Karpathy joined OpenAI, as one of the founders.",  # "one" is not a number
+    ],
+)
+def test_grounded_expert_turns_pass(expert: str) -> None:
+    verdict = V.score_dialogue(dialogue(expert=expert), n_sentences=20)
+    assert "turn_not_grounded" not in {c.name for c in verdict.failures}, verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("expert", "why"),
+    [
+        ("Karpathy joined OpenAI as a founding member in 2016.", "number 2016"),
+        ("He joined OpenAI with 12 colleagues in 2015.", "number 12"),
+        ("Karpathy joined Google DeepMind as a research scientist.", "content words"),
+        ("He studied physics at the University of Toronto.", "0/4"),
+    ],
+)
+def test_ungrounded_expert_turns_are_rejected(expert: str, why: str) -> None:
+    verdict = V.score_dialogue(dialogue(expert=expert), n_sentences=20)
+    assert verdict.reason == "turn_not_grounded"
+    assert "turn 2" in verdict.detail and why in verdict.detail
+    assert "turn 0" not in verdict.detail and "turn 1" not in verdict.detail

@@ -1,4 +1,5 @@
-"""QA requests from real articles and tolerant parsing of the answers; the contradiction check."""
+"""QA requests from real articles and tolerant parsing of the answers; the contradiction check;
+the checks of a QA item."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from pipeline.config import GenerationConfig
 from pipeline.generate.answer_spans import changed_values
 from pipeline.generate.contradiction import LLMContradictionChecker, read_verdict
-from pipeline.generate.items import QAItem, Reject
+from pipeline.generate.items import Reject
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.qa import (
     RETRY_TEMPERATURE,
+    QAItem,
     QATask,
     changed_qa_task,
     initial_qa_task,
@@ -24,12 +26,15 @@ from pipeline.generate.qa import (
 )
 from pipeline.generate.selection import Article, changed_pairs, group_new_sentences
 from pipeline.generate.stage import attach_labels, load_articles
+from pipeline.generate.validate import REASONS
+from pipeline.generate.validator import ItemValidator
 from pipeline.models.llm.base import LLMResponse
 from pipeline.models.llm.scripted import ScriptedBackend
 from tests.generate.conftest import NEW, OLD
 from tests.scripted_llm import good_answer, user_text
+from tests.test_text_checks import EVIDENCE
 
-pytestmark = pytest.mark.slow  # builds and labels a real workdir (spaCy, MiniLM)
+# The tests marked slow build and label a real workdir (spaCy, MiniLM); the checks' tests do not.
 
 CFG = GenerationConfig()
 GEN = "scripted:scripted"
@@ -61,6 +66,7 @@ def _initial_task(article: Article) -> QATask:
     return initial_qa_task(article, para, CFG)
 
 
+@pytest.mark.slow
 def test_initial_request_numbers_the_paragraph_with_article_indices(article: Article) -> None:
     task = _initial_task(article)
     text = user_text(task.request)
@@ -79,6 +85,7 @@ def test_initial_request_numbers_the_paragraph_with_article_indices(article: Art
         assert f'"{span.text}"' in text.partition("Candidate answers:")[2]
 
 
+@pytest.mark.slow
 def test_new_request_with_and_without_source_context(article: Article) -> None:
     group = group_new_sentences(article, 6)[0]
     with_ctx = user_text(new_qa_task(article, group, CFG).request)
@@ -92,6 +99,7 @@ def test_new_request_with_and_without_source_context(article: Article) -> None:
         assert f"[{i}] {t}" in without
 
 
+@pytest.mark.slow
 def test_good_answers_become_items(article: Article, updated: list[Article]) -> None:
     group = group_new_sentences(article, 6)[0]
     task = new_qa_task(article, group, CFG)
@@ -111,6 +119,7 @@ def test_good_answers_become_items(article: Article, updated: list[Article]) -> 
     assert (item.answer, item.evidence_sent_idx) == (span.text, [span.sent_idx])
 
 
+@pytest.mark.slow
 def test_a_changed_question_has_the_replaced_value_and_its_replacement_as_answers(
     updated: list[Article],
 ) -> None:
@@ -139,6 +148,7 @@ def test_a_changed_question_has_the_replaced_value_and_its_replacement_as_answer
     assert changed.previous_snapshot == OLD
 
 
+@pytest.mark.slow
 def test_nothing_to_ask_makes_no_request(article: Article) -> None:
     para = next(p for p in article.paragraphs() if len(p.sent_idx) >= 2)
     bare = replace(para, texts=("It was good.",) * len(para.texts))
@@ -146,6 +156,7 @@ def test_nothing_to_ask_makes_no_request(article: Article) -> None:
     assert initial_qa_task(plain, bare, CFG) is None
 
 
+@pytest.mark.slow
 def test_a_rejected_answer_is_asked_again_with_what_was_wrong(article: Article) -> None:
     task = _initial_task(article)
     retry = retry_qa_task(task, "answer_in_question", seed=7)
@@ -173,6 +184,7 @@ def test_a_rejected_answer_is_asked_again_with_what_was_wrong(article: Article) 
     assert isinstance(item, QAItem) and item.prompt_hash == request.prompt_hash
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("old", "new", "values"),
     [
@@ -195,6 +207,7 @@ def test_changed_values(old: str, new: str, values: tuple[str, str] | None) -> N
     assert changed_values(old, new) == values
 
 
+@pytest.mark.slow
 def test_tolerant_parsing(article: Article) -> None:
     task = _initial_task(article)
     span = task.spans[0]
@@ -210,6 +223,7 @@ def test_tolerant_parsing(article: Article) -> None:
     assert isinstance(item, QAItem) and word in item.evidence_text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("output", "reason"),
     [
@@ -232,6 +246,7 @@ def test_unusable_answers_are_rejects_with_raw_output(
     assert rejected.page_id == article.page_id and rejected.prompt_hash == task.request.prompt_hash
 
 
+@pytest.mark.slow
 def test_failed_request_is_an_llm_error_reject(article: Article) -> None:
     task = _initial_task(article)
 
@@ -243,6 +258,7 @@ def test_failed_request_is_an_llm_error_reject(article: Article) -> None:
     assert "server went away" in rejected.detail
 
 
+@pytest.mark.slow
 def test_contradiction_checker_one_batch_and_tolerant_verdicts() -> None:
     answers = iter(
         [
@@ -263,3 +279,397 @@ def test_contradiction_checker_one_batch_and_tolerant_verdicts() -> None:
     assert "OLDER: Founded in 1990." in user_text(backend.requests[0])
     assert checker.check([]) == []
     assert read_verdict(LLMResponse(text="", model="m", error="boom")) is None
+
+
+# ---- the checks of a QA item (ItemValidator.score_qa) -------------------------------------------
+
+
+# Real article text (Meta Platforms, 2024) for the topic and give-away checks.
+META = "Meta Platforms"
+META_HQ = (
+    "Meta Platforms, Inc., doing business as Meta, is an American multinational technology "
+    "conglomerate headquartered in Menlo Park, California."
+)
+META_RENAME = (
+    "In October 2021, the parent company of Facebook changed its name from Facebook, Inc., to "
+    "Meta Platforms, Inc."
+)
+INJECTED = "For the full story and free prizes, visit http://evil.example today."
+IBM_OLD = "He has been CEO of IBM since April 2020 and chairman since January 2021."
+IBM_NEW = "He has been CEO of IBM since April 2020 and chairman since January 2022."
+
+
+def qa(**over: object) -> QAItem:
+    base: dict[str, object] = {
+        "page_id": 1,
+        "title": "Andrej Karpathy",
+        "snapshot": "2024-06-01",
+        "type": "new",
+        "origin": "new_sentences",
+        "question": "When did an OpenAI spokesperson confirm Karpathy's departure?",
+        "answer": "February 13, 2024",
+        "evidence_sent_idx": [13],
+        "evidence_text": EVIDENCE,
+        "prompt_hash": "h",
+        "generator": "scripted:scripted",
+        "raw_output": "{}",
+    }
+    return QAItem(**(base | over))  # type: ignore[arg-type]
+
+
+def changed(**over: object) -> QAItem:
+    return qa(
+        **{
+            "type": "changed",
+            "origin": "changed_sentence",
+            "question": "Since when has Arvind Krishna been chairman of IBM?",
+            "previous_answer": "January 2021",
+            "answer": "January 2022",
+            "evidence_text": IBM_NEW,
+            "old_evidence_sent_idx": [1],
+            "old_evidence_text": IBM_OLD,
+            "evidence_sent_idx": [1],
+        }
+        | over
+    )
+
+
+def meta_qa(question: str, answer: str, evidence: str = META_HQ, **over: object) -> QAItem:
+    return qa(title=META, question=question, answer=answer, evidence_text=evidence, **over)
+
+
+V = ItemValidator()
+QUESTIONS = ItemValidator(question_grammar=True)
+SU_JOBS = "Su joined AMD in 2012 and was appointed CEO in October 2014."
+
+
+CASES = [
+    (lambda: V.score_qa(qa(question=""), n_sentences=20), "empty_field"),
+    (lambda: V.score_qa(qa(evidence_sent_idx=[]), n_sentences=20), "empty_field"),
+    (lambda: V.score_qa(qa(evidence_sent_idx=[20]), n_sentences=20), "evidence_out_of_range"),
+    (lambda: V.score_qa(qa(), n_sentences=20, allowed=[1, 2]), "evidence_outside_input"),
+    (
+        lambda: V.score_qa(qa(question="According to the text, when?"), n_sentences=20),
+        "question_leans_on_text",
+    ),
+    (
+        lambda: V.score_qa(
+            qa(question="When did a spokesperson confirm his departure from OpenAI?"),
+            n_sentences=20,
+        ),
+        "question_not_standalone",
+    ),
+    (
+        lambda: V.score_qa(
+            qa(
+                answer="A year later an OpenAI spokesperson confirmed that Karpathy had left OpenAI"
+            ),
+            n_sentences=20,
+        ),
+        "answer_too_long",
+    ),
+    (lambda: V.score_qa(qa(answer="No"), n_sentences=20), "yes_no_answer"),
+    (
+        lambda: V.score_qa(
+            qa(question="Did Karpathy leave OpenAI?", answer="OpenAI"), n_sentences=20
+        ),
+        "answer_in_question",
+    ),
+    (lambda: V.score_qa(qa(answer="Tesla"), n_sentences=20), "answer_not_grounded"),
+    (
+        lambda: V.score_qa(changed(previous_answer="March 2019"), n_sentences=20),
+        "previous_answer_not_grounded",
+    ),
+    (
+        lambda: V.score_qa(
+            changed(previous_answer="April 2020", answer="april 2020."), n_sentences=20
+        ),
+        "answers_identical",
+    ),
+    (lambda: V.score_qa(changed(previous_answer=" "), n_sentences=20), "empty_field"),
+    (
+        lambda: V.score_qa(qa(answer="www.openai.com"), n_sentences=20),
+        "contains_url",
+    ),
+    (
+        lambda: V.score_qa(
+            meta_qa("In which city is Meta headquartered?", "Menlo Park", f"{META_HQ} {INJECTED}"),
+            n_sentences=20,
+        ),
+        "contains_url",
+    ),
+    (
+        lambda: V.score_qa(meta_qa("What is the capital of France?", "Menlo Park"), n_sentences=20),
+        "question_not_about_evidence",
+    ),
+    (
+        lambda: V.score_qa(
+            meta_qa("Is Meta headquartered in Menlo Park or in Paris?", "Menlo Park, California"),
+            n_sentences=20,
+        ),
+        "answerable_from_question",
+    ),
+    (
+        lambda: V.score_qa(qa(question="When did Karpathy leave OpenAI肝?"), n_sentences=20),
+        "garbled_text",
+    ),
+    # the question grammar (spaCy): premise, attachment, a name
+    (
+        lambda: QUESTIONS.score_qa(
+            qa(question="When did the spokesperson confirm the news?"), n_sentences=20
+        ),
+        "question_names_nothing",
+    ),
+    (
+        lambda: QUESTIONS.score_qa(
+            qa(question="When did an OpenAI spokesperson deny that Karpathy left?"), n_sentences=20
+        ),
+        "question_premise_unstated",
+    ),
+    (  # Smith brought the case: "against Smith" swaps the sides (make run, Jack Smith)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Jack Smith (lawyer)",
+                question="Which judge dismissed the documents case against Smith in July 2024?",
+                answer="Aileen Cannon",
+                evidence_text="The documents case was dismissed by judge Aileen Cannon in July "
+                "2024, on the grounds that Smith was unlawfully appointed.",
+            ),
+            n_sentences=20,
+        ),
+        "question_side_unstated",
+    ),
+    (  # Altman was accused, not OpenAI (dev gold, Sam Altman)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Sam Altman",
+                question="In which month was OpenAI accused of lying about the provision?",
+                answer="May 2024",
+                evidence_text="In May 2024, after OpenAI's agreements were exposed, Altman was "
+                "accused of lying about the provision.",
+            ),
+            n_sentences=20,
+        ),
+        "question_actor_swapped",
+    ),
+    (  # 19 is the losses of the 65-19 record (dev gold, Denver Nuggets)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Denver Nuggets",
+                question="What record did the Denver Nuggets finish the 1974–75 season with?",
+                answer="19",
+                evidence_text="The Denver Nuggets finished the 1974–75 season with a record "
+                "of 65–19.",
+            ),
+            n_sentences=20,
+        ),
+        "answer_part_of_range",
+    ),
+    (  # 2012 is when she joined, not when she was appointed
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Lisa Su",
+                question="When was Su appointed CEO of AMD?",
+                answer="2012",
+                evidence_text=SU_JOBS,
+            ),
+            n_sentences=20,
+        ),  # fmt: skip
+        "answer_not_attached",
+    ),
+    (
+        lambda: V.score_qa(
+            changed(
+                question="Which engine customers does Mercedes supply?",
+                previous_answer="McLaren",
+                answer="Williams",
+                old_evidence_text="Mercedes supplied engines to McLaren and Williams.",
+                evidence_text="Mercedes supplies engines to Aston Martin and Williams.",
+            ),
+            n_sentences=20,
+        ),
+        "answer_did_not_change",
+    ),
+]
+
+
+@pytest.mark.parametrize(("score", "reason"), CASES)
+def test_each_failure_has_its_reason(score, reason: str) -> None:  # noqa: ANN001
+    verdict = score()
+    assert not verdict.keep
+    assert verdict.reason == reason
+    assert reason in verdict.detail
+    assert reason in REASONS
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "evidence"),
+    [
+        # the title carries the topic when the evidence says "the CEO" only
+        (
+            "Who is the chief executive of Meta Platforms?",
+            "Mark Zuckerberg",
+            "Mark Zuckerberg is the CEO.",
+        ),
+        ("In which city is Meta headquartered?", "Menlo Park", META_HQ),
+        # "founded" ~ "founder" (shared prefix)
+        ("Who founded Meta's social network?", "Zuckerberg", "Zuckerberg was its founder."),
+        # "cars" ~ "car" (plural strip; "sales" is not "selling")
+        (
+            "Which of the world's cars led sales in 2023?",
+            "Model Y",
+            "The Model Y was the best-selling car in the world in 2023.",
+        ),
+        # "headquarters" ~ "headquartered", "conglomerate" is in the evidence only
+        ("Where are the headquarters of the American conglomerate?", "Menlo Park", META_HQ),
+        (
+            "What was Facebook, Inc. renamed to in October 2021?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+    ],
+)
+def test_questions_about_the_evidence_or_title_pass(
+    question: str, answer: str, evidence: str
+) -> None:
+    verdict = V.score_qa(meta_qa(question, answer, evidence), n_sentences=20)
+    assert verdict.keep, verdict.detail
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the capital of France?",
+        "Which river flows through Paris?",
+        "What happened next?",  # no content word at all
+    ],
+)
+def test_questions_about_something_else_are_rejected(question: str) -> None:
+    verdict = V.score_qa(meta_qa(question, "Menlo Park"), n_sentences=20)
+    assert verdict.reason == "question_not_about_evidence"
+    assert "question_not_about_evidence" in verdict.detail
+
+
+def test_changed_question_may_match_the_old_sentence() -> None:
+    item = changed(question="Since when has Arvind Krishna chaired IBM's board?")
+    assert V.score_qa(item, n_sentences=20).keep
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "evidence", "why"),
+    [
+        (
+            "Which city in California, Menlo Park or Palo Alto, hosts Meta's headquarters?",
+            "Menlo Park, California",
+            META_HQ,
+            "every word",
+        ),
+        (
+            "Is Meta headquartered in Menlo Park or in Paris?",
+            "Menlo Park, California",
+            META_HQ,
+            "as a choice",
+        ),
+        (
+            "Did Meta move its headquarters to Paris, Dublin, or Menlo Park?",
+            "Menlo Park, California",
+            META_HQ,
+            "as a choice",
+        ),
+        (
+            "In which month of 2021, October or November, did Facebook take the name Meta?",
+            "October 2021",
+            META_RENAME,
+            "every word",
+        ),
+    ],
+)
+def test_questions_that_give_the_answer_away_are_rejected(
+    question: str, answer: str, evidence: str, why: str
+) -> None:
+    verdict = V.score_qa(meta_qa(question, answer, evidence), n_sentences=20)
+    assert verdict.reason == "answerable_from_question"
+    assert why in verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "evidence"),
+    [
+        # one shared token ("Inc") of a multi-word answer is fine
+        (
+            "What was Facebook, Inc. renamed to in October 2021?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+        # an "or" whose alternatives are not the answer
+        (
+            "When did OpenAI or its spokesperson confirm that Karpathy had left?",
+            "February 13, 2024",
+            EVIDENCE,
+        ),
+        (
+            "Which company did Facebook become, Meta or another?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+        (
+            "What did Facebook, Inc. or its parent company become in October 2021?",
+            "Meta Platforms, Inc.",
+            META_RENAME,
+        ),
+    ],
+)
+def test_questions_sharing_part_of_the_answer_pass(
+    question: str, answer: str, evidence: str
+) -> None:
+    verdict = V.score_qa(meta_qa(question, answer, evidence), n_sentences=20)
+    assert verdict.keep, verdict.detail
+
+
+def test_previous_answer_offered_as_a_choice_is_rejected() -> None:
+    item = changed(
+        question="Was Arvind Krishna IBM's chairman since April or January?",
+        previous_answer="January 2021",
+    )
+    verdict = V.score_qa(item, n_sentences=20)
+    assert verdict.reason == "answerable_from_question"
+
+
+def test_an_answer_mostly_spelled_out_by_its_question_is_rejected() -> None:
+    item = qa(
+        question="What does semaglutide do to blood sugar levels?",
+        answer="decreases blood sugar levels",
+        evidence_text="The drug decreases blood sugar levels.",
+        title="Semaglutide",
+    )
+    verdict = V.score_qa(item, n_sentences=20)
+    assert verdict.reason == "answerable_from_question" and "most words" in verdict.detail
+
+
+BIOMARKER = (
+    "For example, isolation of protoporphyrin IX from blood samples can be used as a diagnostic "
+    "tool for atherosclerosis."
+)
+MODEL_Y = "The Model Y is Tesla's first vehicle to use a heat pump for interior cabin heating."
+
+
+@pytest.mark.parametrize(
+    ("title", "question", "answer", "evidence", "kept"),
+    [
+        # the evidence gives one example, the question makes it "the main" one
+        ("Liquid biopsy", "What is the main biomarker used for detecting atherosclerosis?",
+         "protoporphyrin IX", BIOMARKER, False),
+        ("Tesla Model Y", "What is Tesla's first vehicle to use a heat pump for cabin heating?",
+         "Model Y", MODEL_Y, True),
+        # a title's capitalized "Last" ranks nothing
+        ("Pedro Pascal", "Which award did Pascal receive for his role in The Last of Us?",
+         "Screen Actors Guild Award", "For The Last of Us, he received a Screen Actors Guild "
+         "Award.", True),
+    ],
+)  # fmt: skip
+def test_a_question_ranks_its_answer_only_where_the_evidence_does(
+    title: str, question: str, answer: str, evidence: str, kept: bool
+) -> None:
+    item = qa(title=title, question=question, answer=answer, evidence_text=evidence)
+    verdict = V.score_qa(item, n_sentences=20)
+    assert ("question_not_about_evidence" not in {c.name for c in verdict.failures}) is kept

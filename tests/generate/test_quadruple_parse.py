@@ -19,7 +19,7 @@ from pipeline.generate.quadruple_parse import (
 )
 from pipeline.generate.quadruples import QUADRUPLE_GENERATOR, quadruple_task
 from pipeline.generate.selection import Article
-from pipeline.generate.validate import ItemValidator
+from pipeline.generate.validator import ItemValidator
 from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.syntax import parse
 
