@@ -116,14 +116,19 @@ def _antecedents(token: Any) -> list[Any]:
     return out
 
 
-def _phrase(token: Any) -> list[str]:
-    """The words naming a subject: its subtree without clauses and appositions about it
-    (tokens re-joined first: spaCy splits "3M" into "3" and "M")."""
+def _naming_tokens(token: Any) -> list[Any]:
+    """The tokens of a phrase that name it: its subtree without clauses about it."""
     skip: set[int] = set()
     for child in token.children:
         if child.dep_ in _MODIFIER_CLAUSES:
             skip.update(t.i for t in child.subtree)
-    kept = [t for t in token.subtree if t.i not in skip]
+    return [t for t in token.subtree if t.i not in skip]
+
+
+def _phrase(token: Any) -> list[str]:
+    """The words naming a subject: its subtree without clauses and appositions about it
+    (tokens re-joined first: spaCy splits "3M" into "3" and "M")."""
+    kept = _naming_tokens(token)
     doc = token.doc
     while kept[0].i > 0 and not doc[kept[0].i - 1].whitespace_:
         kept.insert(0, doc[kept[0].i - 1])
@@ -371,15 +376,6 @@ def _role_fillers(verb: Any) -> dict[str, list[Any]]:
         return {"agent": by_phrase, "patient": [a for s in subjects for a in _antecedents(s)]}
     objects = [c for c in verb.children if c.dep_ == "dobj"]
     return {"agent": _subject_tokens(verb), "patient": objects}
-
-
-def _naming_tokens(token: Any) -> list[Any]:
-    """The tokens of a phrase that name it: its subtree without clauses about it."""
-    skip: set[int] = set()
-    for child in token.children:
-        if child.dep_ in _MODIFIER_CLAUSES:
-            skip.update(t.i for t in child.subtree)
-    return [t for t in token.subtree if t.i not in skip]
 
 
 def _is_named(token: Any) -> bool:
