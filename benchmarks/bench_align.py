@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.embedding_floor import TokenCountingEmbedder  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.labeling.stage import label_snapshots, make_labeler  # noqa: E402
 from pipeline.layout import read_labels, read_snapshot_table  # noqa: E402
 from pipeline.models.embedder import load_embedder  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402

@@ -3,8 +3,8 @@
 Every gold pair (``benchmarks/data/changed_gold.jsonl``: an old sentence, the revised one, and
 its class read by hand: UPDATE, ELABORATION, REWORDING or DIFFERENT) becomes a one-sentence
 article at two dates and goes through the real labeler (MiniLM similarity, the fact guard,
-the word alignment of :mod:`pipeline.changes` and, unless ``--judge none``, the update judge),
-all pairs in one batch. Prints the confusion matrix of gold class against label, the changed
+the word alignment of :mod:`pipeline.labeling.changes` and, unless ``--judge none``, the update
+judge), all pairs in one batch. Prints the confusion matrix of gold class against label, the changed
 precision and recall, the shares of elaborations and rewordings labeled changed, of
 rewordings labeled unchanged and of updates labeled unchanged, the judge's calls, and the
 seconds (in all, per article pair).
@@ -55,9 +55,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.align import PageSentences  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
-from pipeline.labeling import make_labeler  # noqa: E402
+from pipeline.labeling.align import PageSentences  # noqa: E402
+from pipeline.labeling.stage import make_labeler  # noqa: E402
 from pipeline.schemas import CHANGED, NEW, UNCHANGED, UNLABELED  # noqa: E402
 from pipeline.text import sentence_hash  # noqa: E402
 
@@ -152,10 +152,11 @@ def label_gold(
 
 def _judge_alone(gold: list[dict], labeler: Any) -> dict:
     """Changed when the judge says so, for every pair of every askable class
-    (:data:`pipeline.changes.ASKABLE_CLASSES`: a value replaced, however closely the sentences
-    match, a value moved and changed, a plan carried out); the other labels as the alignment
-    gives them. ``asked`` holds (gold index, pair class, verdict) for the per-class table."""
-    from pipeline.changes import (
+    (:data:`pipeline.labeling.changes.ASKABLE_CLASSES`: a value replaced, however closely the
+    sentences match, a value moved and changed, a plan carried out); the other labels as the
+    alignment gives them. ``asked`` holds (gold index, pair class, verdict) for the per-class
+    table."""
+    from pipeline.labeling.changes import (
         ASKABLE_CLASSES,
         ELABORATION,
         REWORDING,
@@ -352,7 +353,7 @@ def in_context(gold: list[dict], judge: str, workdir: Path) -> list[str]:
     wikisnap articles labeled over their four date pairs (real gaps, real counterparts, the
     configured judge), each gold pair scored by the label of its new sentence; figures for the
     training articles, the frozen test articles and all, and the seconds per article pair."""
-    from pipeline.labeling import label_snapshots
+    from pipeline.labeling.stage import label_snapshots
     from pipeline.layout import read_labels
     from pipeline.runtime import judge_from_config, llm_from_config
     from pipeline.text import SentenceSplitter
@@ -405,7 +406,7 @@ def time_articles(
 ) -> list[str]:
     """Label every wikisnap article ``old`` -> ``new`` without and with the judge; one line
     each: seconds per article, judge calls, changed labels."""
-    from pipeline.labeling import label_snapshots
+    from pipeline.labeling.stage import label_snapshots
     from pipeline.layout import read_labels
     from pipeline.runtime import judge_from_config, llm_from_config
     from pipeline.text import SentenceSplitter

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.item_gold import GOLD_PATH  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.generate.stage import generate_items  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.labeling.stage import label_snapshots, make_labeler  # noqa: E402
 from pipeline.layout import read_generated  # noqa: E402
 from pipeline.runtime import base_embedder, cached_embedder, llm_from_config  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402

@@ -51,7 +51,7 @@ def run_stage(stage: str, config: dict) -> dict:
 
     from pipeline.config import Config
     from pipeline.generate.stage import generate_items
-    from pipeline.labeling import label_snapshots, make_labeler
+    from pipeline.labeling.stage import label_snapshots, make_labeler
     from pipeline.ledger import update_ledger
     from pipeline.release import build_release, manifest_config
     from pipeline.runtime import base_embedder, cached_embedder, llm_from_config

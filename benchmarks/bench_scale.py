@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks.embedding_floor import EmbeddingFloor, TokenCountingEmbedder  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.labeling.stage import label_snapshots, make_labeler  # noqa: E402
 from pipeline.layout import read_snapshot_table  # noqa: E402
 from pipeline.models.embedder import load_embedder  # noqa: E402
 from pipeline.snapshot import build_snapshot  # noqa: E402

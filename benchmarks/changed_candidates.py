@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.config import load_config  # noqa: E402
 from pipeline.facts import fact_differences, sentence_values  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.labeling.stage import label_snapshots, make_labeler  # noqa: E402
 from pipeline.layout import read_labels, read_snapshot_table  # noqa: E402
 from pipeline.models.embedder import cosine_matrix  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402

@@ -37,7 +37,7 @@ from pipeline.generate.kinds import Batch, item_generators  # noqa: E402
 from pipeline.generate.stage import plan_tasks  # noqa: E402
 from pipeline.generate.validate import Verdict  # noqa: E402
 from pipeline.generate.validator import ItemValidator  # noqa: E402
-from pipeline.labeling import label_snapshots, make_labeler  # noqa: E402
+from pipeline.labeling.stage import label_snapshots, make_labeler  # noqa: E402
 from pipeline.models.llm.base import LLMRequest, LLMResponse  # noqa: E402
 from pipeline.runtime import base_embedder, cached_embedder, llm_from_config  # noqa: E402
 from pipeline.temporal.phrasing import (  # noqa: E402

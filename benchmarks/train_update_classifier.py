@@ -47,8 +47,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.align import PageSentences, SentenceLabeler  # noqa: E402
 from pipeline.dates import MONTH_NAMES  # noqa: E402
+from pipeline.labeling.align import PageSentences, SentenceLabeler  # noqa: E402
 from pipeline.schemas import CHANGED, UNLABELED  # noqa: E402
 from pipeline.text import sentence_hash  # noqa: E402
 from pipeline.update_classifier import (  # noqa: E402
@@ -504,7 +504,7 @@ def training_data(labeler: SentenceLabeler, gold: Sequence[dict], workdir: Path)
 def rules_labeler(workdir: Path) -> SentenceLabeler:
     """The default offline labeler, rules only (no judge, no classifier)."""
     from pipeline.config import load_config
-    from pipeline.labeling import make_labeler
+    from pipeline.labeling.stage import make_labeler
 
     cfg = load_config(
         profile="offline", overrides={"align": {"update_judge": False, "update_classifier": False}}

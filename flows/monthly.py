@@ -30,7 +30,7 @@ from pipeline import progress
 from pipeline.config import Config
 from pipeline.errors import ConfigError, UnknownHostError
 from pipeline.generate.stage import GENERATE_STAGE, plan_generation
-from pipeline.labeling import LABEL_STAGE, make_labeler, plan_labels
+from pipeline.labeling.stage import LABEL_STAGE, make_labeler, plan_labels
 from pipeline.layout import claim_workdir, previous_release
 from pipeline.ledger import update_ledger
 from pipeline.release import build_release, manifest_config

@@ -22,9 +22,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pipeline import package_path
-from pipeline.changes import JUDGE_CLASSES, askable
 from pipeline.errors import ConfigError
 from pipeline.item_kinds import LEDGER_KINDS
+from pipeline.labeling.changes import JUDGE_CLASSES, askable
 from pipeline.models.llm.packaged import DEFAULT_LOCAL_MODEL
 from pipeline.redact import redact_config
 from pipeline.sources import SOURCE_NAMES
@@ -137,12 +137,14 @@ class AlignConfig(_Section):
     # true = GrowOVER's rule exactly; false = refuse "unchanged" when numbers/dates/names differ
     faithful: bool = False
     # Without an NLI model: ask the LLM one short extractive question about each pair the
-    # word alignment cannot settle (pipeline.changes.UpdateJudge); false = leave them unlabeled.
+    # word alignment cannot settle (pipeline.labeling.changes.UpdateJudge); false = leave them
+    # unlabeled.
     # Off by default: where the rules leave a gold pair unlabeled, the packaged 1.5B model's
     # "update" answers were right 4 times in 12 on the training articles (docs/benchmarks.md);
     # turn it on for a model that `bench_changed --judge-only` measures at >= 90% per class.
     update_judge: bool = False
-    # The classes of uncertain pair the judge is asked about (pipeline.changes.ASKABLE_CLASSES).
+    # The classes of uncertain pair the judge is asked about
+    # (pipeline.labeling.changes.ASKABLE_CLASSES).
     judge_classes: list[str] = Field(default_factory=lambda: list(JUDGE_CLASSES))
 
     @field_validator("judge_classes")

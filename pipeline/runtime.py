@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.changes import UpdateJudge
 from pipeline.config import Config
 from pipeline.errors import ConfigError, WikidriftError
 from pipeline.generate.contradiction import LLMContradictionChecker
 from pipeline.generate.stage import plan_requests
+from pipeline.labeling.changes import UpdateJudge
 from pipeline.layout import EMBEDDING_CACHE, LLM_CACHE, cache_dir, logs_dir
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.llm import (

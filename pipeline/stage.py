@@ -39,8 +39,8 @@ from pipeline.errors import WikidriftError
 from pipeline.layout import locks_dir
 
 if TYPE_CHECKING:  # annotations only: the stages import this module
-    from pipeline.align import SentenceLabeler
     from pipeline.config import GenerationConfig
+    from pipeline.labeling.align import SentenceLabeler
     from pipeline.models.embedder import Embedder
     from pipeline.models.llm.base import LLMBackend
     from pipeline.sources import SnapshotSource

@@ -1,6 +1,6 @@
 """A learned decision beside the update rules: is an (old, new) sentence pair an update?
 
-:func:`pipeline.changes.classify_pair` decides from the word alignment with hand-set
+:func:`pipeline.labeling.changes.classify_pair` decides from the word alignment with hand-set
 thresholds; what it cannot settle stays ``unlabeled`` (a value replaced while the words
 around it were rewritten too, a status word that changed, a value moved elsewhere). The
 :class:`UpdateClassifier` is a small multinomial logistic regression over features of the
@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.changes import (
+from pipeline.errors import WikidriftError
+from pipeline.labeling.changes import (
     _ENDED,
     _HAPPENED,
     _NEGATION,
@@ -43,7 +44,6 @@ from pipeline.changes import (
     _content_words,
     distinct_entities,
 )
-from pipeline.errors import WikidriftError
 from pipeline.slots import SlotDiff
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent / "data" / "update_classifier.json"

@@ -209,7 +209,7 @@ def run_stages(workdir: Path, dates: tuple[str, ...], embedder, backend) -> None
     """Label, generate, maintain the ledger, phrase the temporal questions and release every
     date, the way the monthly flow does, with the offline profile and the given LLM backend."""
     from pipeline.generate.stage import generate_items
-    from pipeline.labeling import label_snapshots, make_labeler
+    from pipeline.labeling.stage import label_snapshots, make_labeler
     from pipeline.ledger import update_ledger
     from pipeline.release import build_release, manifest_config
     from pipeline.temporal.stage import phrase_temporal_questions

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config import load_config
-from pipeline.labeling import label_snapshots, make_labeler
+from pipeline.labeling.stage import label_snapshots, make_labeler
 from pipeline.layout import read_labels
 from tests.conftest import build_wikisnap_snapshots
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline import progress
 from pipeline.generate.stage import GENERATE_STAGE
-from pipeline.labeling import LABEL_STAGE
+from pipeline.labeling.stage import LABEL_STAGE
 from pipeline.layout import ledger_dir, release_dir, temporal_dir
 from pipeline.ledger import LEDGER_STAGE, plan_ledger
 from pipeline.models.llm.scripted import ScriptedBackend

@@ -20,11 +20,11 @@ from benchmarks.train_update_classifier import (
     synthetic_pairs,
     train,
 )
-from pipeline.align import PageSentences
-from pipeline.changes import classify_pair
 from pipeline.config import load_config
 from pipeline.errors import WikidriftError
-from pipeline.labeling import make_labeler, plan_labels
+from pipeline.labeling.align import PageSentences
+from pipeline.labeling.changes import classify_pair
+from pipeline.labeling.stage import make_labeler, plan_labels
 from pipeline.schemas import CHANGED, UNLABELED
 from pipeline.slots import compare_slots
 from pipeline.text import sentence_hash

@@ -157,7 +157,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- label
 def cmd_label(args: argparse.Namespace) -> int:
     """``wikidrift label``: label the sentences of snapshot --new against snapshot --old."""
-    from pipeline.labeling import label_snapshots, make_labeler
+    from pipeline.labeling.stage import label_snapshots, make_labeler
     from pipeline.runtime import checker_from_config, judge_from_config, llm_from_config
 
     overrides: dict[str, Any] = {"align": {"faithful": True}} if args.faithful else {}

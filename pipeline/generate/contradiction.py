@@ -1,5 +1,5 @@
 """The LLM double-check of candidate changed pairs (GrowOVER §3.2), as a
-:class:`pipeline.align.ContradictionChecker` over any :class:`LLMBackend`."""
+:class:`pipeline.labeling.align.ContradictionChecker` over any :class:`LLMBackend`."""
 
 from __future__ import annotations
 

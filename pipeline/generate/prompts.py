@@ -34,7 +34,7 @@ PROMPTS_DIR = package_path("prompts")
 # (pipeline.generate.kinds.generation_prompt_names).
 # Prompts of later stages: not part of the generation stage's prompt hashes.
 TEMPORAL_PROMPT_NAMES = ("temporal_question",)
-# The labeling stage's update judge (pipeline.changes): hashed into the labels' digest.
+# The labeling stage's update judge (pipeline.labeling.changes): hashed into the labels' digest.
 LABELING_PROMPT_NAMES = ("update_check",)
 
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")

@@ -30,7 +30,7 @@ def _kill(workdir: Path, where: str) -> None:
 
 def _arm(stage_name: str, point: str, date: str, workdir: Path) -> None:
     from pipeline.generate.stage import GENERATE_STAGE
-    from pipeline.labeling import LABEL_STAGE
+    from pipeline.labeling.stage import LABEL_STAGE
     from pipeline.ledger import LEDGER_STAGE
     from pipeline.release import RELEASE_STAGE
     from pipeline.snapshot import SNAPSHOT_STAGE

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
-from pipeline.labeling import label_snapshots, make_labeler
+from pipeline.labeling.stage import label_snapshots, make_labeler
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.vector_cache import VectorCache
 from pipeline.snapshot import build_snapshot

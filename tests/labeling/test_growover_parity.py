@@ -4,7 +4,8 @@ of wikisnap dates (36 real articles).
 ``ReferenceMatcher`` below is a second, independent implementation of the decision rules of
 GrowOVER's ``Comparator.label_same`` (dataset/sentence_labeling/tools.py), written from a
 reading of that code and kept structurally close to it (per-document label and match lists
-mutated in place), whereas the project's version (``pipeline.align``) is organized for batching.
+mutated in place), whereas the project's version (``pipeline.labeling.align``) is organized for
+batching.
 Both see the same sentence lists and the same vectors; the test asserts they agree on every
 new sentence: unchanged or not, and which old sentence(s) it is matched to.
 """
@@ -18,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.align import AlignSettings, SentenceLabeler
 from pipeline.facts import FactExtractor
-from pipeline.labeling import label_snapshots
+from pipeline.labeling.align import AlignSettings, SentenceLabeler
+from pipeline.labeling.stage import label_snapshots
 from pipeline.layout import read_labels, read_snapshot_table
 from tests.conftest import WIKISNAP_DATES, build_wikisnap_snapshots, copy_workdir
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
-from pipeline.labeling import label_snapshots, make_labeler
+from pipeline.labeling.stage import label_snapshots, make_labeler
 from pipeline.layout import labels_dir, read_labels, read_snapshot_table
 from pipeline.schemas import LABELS_SCHEMA_VERSION
 from pipeline.storage import schema_version_of

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from pipeline.align import AlignSettings, PageSentences, SentenceLabeler, _monotone_chain
 from pipeline.facts import FactExtractor
+from pipeline.labeling.align import AlignSettings, PageSentences, SentenceLabeler, _monotone_chain
 from pipeline.models.nli import ScriptedNLIClassifier
 from pipeline.text import sentence_hash
 
@@ -335,7 +335,7 @@ def test_faithful_mode_needs_a_mutual_best_match() -> None:
 
 
 def test_the_update_judge_settles_a_rewritten_pair_through_the_llm_cache(tmp_path) -> None:  # noqa: ANN001
-    from pipeline.changes import UpdateJudge
+    from pipeline.labeling.changes import UpdateJudge
     from pipeline.models.llm.cache import CachedLLM, LLMCallCache
     from pipeline.models.llm.scripted import ScriptedBackend
 

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.align import (
+from pipeline.config import Config
+from pipeline.errors import WikidriftError
+from pipeline.facts import FactExtractor
+from pipeline.labeling.align import (
     AlignSettings,
     ContradictionChecker,
     LabelingStats,
@@ -23,10 +26,7 @@ from pipeline.align import (
     SentenceLabel,
     SentenceLabeler,
 )
-from pipeline.changes import RULES_VERSION, UpdateJudge
-from pipeline.config import Config
-from pipeline.errors import WikidriftError
-from pipeline.facts import FactExtractor
+from pipeline.labeling.changes import RULES_VERSION, UpdateJudge
 from pipeline.layout import (
     EMBEDDING_CACHE,
     NLI_CACHE,

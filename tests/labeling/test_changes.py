@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.changes import (
+from pipeline.facts import FactExtractor
+from pipeline.labeling.changes import (
     ASKABLE_CLASSES,
     DIFFERENT,
     ELABORATION,
@@ -27,8 +28,7 @@ from pipeline.changes import (
     one_name,
     read_span,
 )
-from pipeline.facts import FactExtractor
-from pipeline.growover_matcher import round2
+from pipeline.labeling.growover_matcher import round2
 from pipeline.slots import Replacement, compare_slots
 from tests.conftest import REPO_ROOT
 
@@ -443,7 +443,7 @@ def test_two_parts_of_one_name_are_not_an_update(facts: FactExtractor) -> None:
 
 
 def test_an_abbreviation_and_its_expansion_are_one_entity() -> None:
-    from pipeline.changes import is_alias
+    from pipeline.labeling.changes import is_alias
 
     assert is_alias("IEA", "International Energy Agency")
     assert is_alias("United States", "U.S.")
@@ -455,7 +455,7 @@ def test_an_abbreviation_and_its_expansion_are_one_entity() -> None:
 
 
 def test_a_former_name_written_beside_the_new_one_is_no_replacement() -> None:
-    from pipeline.changes import former_name_beside
+    from pipeline.labeling.changes import former_name_beside
     from pipeline.slots import SlotDiff
 
     r = Replacement("entity", "Facebook", "Meta", "ORG", "ORG", True)

@@ -57,7 +57,8 @@ old sentence as counterpart.
 
 Why one long module: :class:`SentenceLabeler` is one procedure (the steps above) whose steps
 read and write the same per-page state; GrowOVER's own matcher, which faithful mode adopts, is
-:mod:`pipeline.growover_matcher`, and the update rules are :mod:`pipeline.changes`.
+:mod:`pipeline.labeling.growover_matcher`, and the update rules are
+:mod:`pipeline.labeling.changes`.
 """
 
 from __future__ import annotations
@@ -71,7 +72,14 @@ from typing import Protocol
 
 import numpy as np
 
-from pipeline.changes import (
+from pipeline.facts import (
+    FactExtractor,
+    Facts,
+    extract_facts,
+    fact_differences,
+    name_words,
+)
+from pipeline.labeling.changes import (
     DIFFERENT,
     ELABORATION,
     UPDATE,
@@ -83,14 +91,7 @@ from pipeline.changes import (
     label_of,
     one_name,
 )
-from pipeline.facts import (
-    FactExtractor,
-    Facts,
-    extract_facts,
-    fact_differences,
-    name_words,
-)
-from pipeline.growover_matcher import (
+from pipeline.labeling.growover_matcher import (
     GrowoverMatch,
     Match,
     growover_apply_spans,
@@ -477,7 +478,7 @@ class SentenceLabeler:
             plans.append(plan)
         # The code embeds every span of every gap; pairs that cannot be 0.985-similar are
         # left out here (sim -inf): most of the work saved, and on every wikisnap pair no
-        # decision changed (tests/test_growover_parity.py).
+        # decision changed (tests/labeling/test_growover_parity.py).
         candidates = []
         for plan in plans:
             for _, _, old_texts, new_texts in plan:
@@ -972,7 +973,7 @@ class SentenceLabeler:
         similar old sentence of the gap) and the new sentence are aligned word by word and
         the pair is an update, an elaboration or rewording (unchanged), another statement
         (new), or uncertain (unlabeled, maybe settled by the update judge); see
-        :mod:`pipeline.changes`."""
+        :mod:`pipeline.labeling.changes`."""
         st = self.settings
         guard = w.guarded.get(j)
         k = cand.index(guard[0]) if guard else int(sims.argmax())
@@ -1009,7 +1010,7 @@ class SentenceLabeler:
         pair whose P(UPDATE) reaches the threshold becomes changed (``classifier_update``);
         with ``classifier_alone`` every pair gets the classifier's class (an update changed,
         an elaboration or rewording unchanged, another statement new or unlabeled as
-        :func:`pipeline.changes.label_of` says)."""
+        :func:`pipeline.labeling.changes.label_of` says)."""
         assert self.classifier is not None
         by = f"{model}+{self.classifier.model_id}"
         if self.classifier_alone:

@@ -3,8 +3,9 @@
 ``faithful=True`` reproduces the decisions of GrowOVER's published matcher
 (dataset/sentence_labeling/tools.py, ``Comparator.label_same``) on our sentence lists, quirks
 included; README "Paper versus code" lists each one. A match is an old index (int, -1 = none)
-or, after span matching, a list of (start, stop) old slices. :class:`pipeline.align.SentenceLabeler`
-adopts its result and sends what it leaves open to the NLI step.
+or, after span matching, a list of (start, stop) old slices.
+:class:`pipeline.labeling.align.SentenceLabeler` adopts its result and sends what it leaves open
+to the NLI step.
 """
 
 from __future__ import annotations
