@@ -50,6 +50,7 @@ _PAIRS = (("(", ")"), ("[", "]"), ("\u201c", "\u201d"))
 # One end of a range or a score: "65–19", "2005–2006", "July to early August".
 _RANGE_END = r"(?:\d(?:[\d,.]*\d)?|" + "|".join(MONTH_NAMES) + r")"
 _RANGE_LINK = r"(?:–|—|-|to|through)"
+_RANGE_LINK_WORDS = re.compile(r"\b(?:to|through|early|late|mid)\b")
 _RANGE_BEFORE = re.compile(_RANGE_END + r"\s*" + _RANGE_LINK + r"\s*$")
 _RANGE_AFTER = re.compile(r"^\s*" + _RANGE_LINK + r"\s*(?:early |late |mid-?)?" + _RANGE_END)
 
@@ -65,9 +66,11 @@ class AnswerSpan:
     counted: str = ""  # for a count: the noun it counts ("speakers" for "6 speakers")
 
 
-def range_part(text: str, sentence: str) -> str:
+def range_part(text: str, sentence: str, question: str = "") -> str:
     """The range or score of ``sentence`` that ``text`` is only one end of ("19" of the
-    record "65–19", "2006" of "2005–2006"), or "": asked alone, it is half an answer."""
+    record "65–19", "2006" of "2005–2006"), or "": asked alone, it is half an answer. Not
+    when the ``question`` names the other end ("From what through 1992–93 ...?" -> "1982–83"
+    asks for one end on purpose)."""
     text = text.strip()
     if not (_DIGIT.search(text) or _MONTH.search(text)):
         return ""  # "Boeing" of "Boeing-737" is a name, not a range's end
@@ -75,10 +78,15 @@ def range_part(text: str, sentence: str) -> str:
         before, after = sentence[: match.start()], sentence[match.end() :]
         start = _RANGE_BEFORE.search(before)
         if start and not re.search(r"[^\W\d]-\s*$", before):
-            return before[start.start() :] + text
-        end = _RANGE_AFTER.match(after)
-        if end:
-            return text + end.group(0)
+            whole, other = before[start.start() :] + text, before[start.start() : start.end()]
+        elif end := _RANGE_AFTER.match(after):
+            whole, other = text + end.group(0), end.group(0)
+        else:
+            continue
+        other_end = _RANGE_LINK_WORDS.sub("", other).strip(" –—-")
+        if question and other_end and other_end in question:
+            continue
+        return whole
     return ""
 
 
@@ -225,5 +233,8 @@ def changed_values(old: str, new: str) -> tuple[str, str] | None:
             continue
         if normalize_answer(r.old) == normalize_answer(r.new):
             continue
-        return _clean(r.old), _clean(r.new)
+        # a year of a season is half of it: the answer is the season ("1982" of "1982–83")
+        previous = _clean(r.old)
+        current = _clean(r.new)
+        return range_part(previous, old) or previous, range_part(current, new) or current
     return None

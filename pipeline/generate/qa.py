@@ -488,7 +488,7 @@ class QAChecks:
         unstated = premise_problem(item.question, sources)
         sided = side_problem(item.question, sources)
         swapped = actor_problem(item.question, item.evidence_text, item.title)
-        halved = range_part(item.answer, item.evidence_text)
+        halved = range_part(item.answer, item.evidence_text, item.question)
         detached = answer_attachment(item.question, item.answer, [item.evidence_text])
         if not detached and item.type == "changed":
             detached = answer_attachment(

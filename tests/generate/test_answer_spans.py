@@ -48,6 +48,11 @@ def test_one_end_of_a_range_or_score_is_half_an_answer() -> None:
     assert range_part("1974–75", NUGGETS) == ""  # the whole range
     assert range_part("2008", "He was named head coach prior to the 2008 season.") == ""
     assert range_part("Boeing", "The airline flies the Boeing-737.") == ""  # a name, no range
+    # the question names the other end: it asks for this one on purpose (scripted changed QA)
+    skyline = "From 1982–83 through 1992–93, the Nuggets wore the skyline."
+    assert range_part("1982–83", skyline) == "1982–83 through 1992"
+    assert range_part("1982–83", skyline, "From what through 1992–93 did they wear it?") == ""
+    assert range_part("19", NUGGETS, "What record, 65 and what, did the team go?") == ""
     # never offered as an answer span
     spans = [s.text for s in answer_spans([0], [NUGGETS], "Denver Nuggets")]
     assert spans and not {"65", "19", "40", "2"} & set(spans)
@@ -67,6 +72,11 @@ def test_a_question_must_ask_about_the_answers_own_action() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "values"),
     [
+        (  # a year of a season changed: the answers are the seasons (scripted run, Nuggets)
+            "From 1981–82 through 1992–93, the Nuggets wore the skyline on the uniforms.",
+            "From 1982–83 through 1992–93, the Nuggets wore the skyline on the uniforms.",
+            ("1981–82", "1982–83"),
+        ),
         (
             "Cisco ranked 74 on the Fortune 100.",
             "Cisco ranked 82 on the Fortune 100.",
