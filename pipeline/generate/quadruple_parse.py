@@ -656,11 +656,12 @@ def facts_of(
     for verb in _main_verbs(doc):
         if _unasserted(verb) or verb.lemma_ in _LISTING_VERBS:
             continue
+        # A joined verb far from the verb whose subject it would share, or joined by no "and"
+        # or comma ("agreed to buy business intelligence startup X"), is often a misparse.
         if verb.dep_ == "conj" and (
             verb.i - verb.head.i > _MAX_JOIN_DISTANCE or not _coordinated(verb)
         ):
-            continue  # far from the verb whose subject it would share, or joined by no "and"
-            # or comma ("agreed to buy business intelligence startup X"): a misparse
+            continue
         subj = _subject(verb)
         subject = _subject_text(subj, doc, referent, previous) if subj is not None else ""
         if not subject:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import load_config
+from pipeline.generate.validate import REASONS, Verdict
 from pipeline.labeling.stage import label_snapshots, make_labeler
 from pipeline.models.embedder import CachedEmbedder, Embedder, load_embedder
 from pipeline.models.vector_cache import VectorCache
@@ -78,3 +79,12 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
     (tests/models/test_batching.py), so cached vectors are the model's."""
     cache = VectorCache(tmp_path_factory.mktemp("minilm") / "embeddings.sqlite")
     return CachedEmbedder(load_embedder("packaged:all-MiniLM-L6-v2"), cache)
+
+
+def assert_rejected_for(verdict: Verdict, reason: str) -> None:
+    """The verdict rejects its item for ``reason`` (its first failed check), names it in its
+    detail, and the reason is a known reject code."""
+    assert not verdict.keep
+    assert verdict.reason == reason
+    assert reason in verdict.detail
+    assert reason in REASONS

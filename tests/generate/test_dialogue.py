@@ -21,10 +21,9 @@ from pipeline.generate.items import Reject
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.selection import Article, dialogue_paragraphs, informative_paragraphs
 from pipeline.generate.stage import attach_labels, load_articles
-from pipeline.generate.validate import REASONS
 from pipeline.generate.validator import ItemValidator
 from pipeline.models.llm.scripted import ScriptedBackend
-from tests.generate.conftest import NEW, OLD
+from tests.generate.conftest import NEW, OLD, assert_rejected_for
 from tests.scripted_llm import good_answer, user_text
 
 # The tests marked slow build and label a real workdir (spaCy, MiniLM); the checks' tests do not.
@@ -255,11 +254,7 @@ CASES = [
 
 @pytest.mark.parametrize(("score", "reason"), CASES)
 def test_each_failure_has_its_reason(score, reason: str) -> None:  # noqa: ANN001
-    verdict = score()
-    assert not verdict.keep
-    assert verdict.reason == reason
-    assert reason in verdict.detail
-    assert reason in REASONS
+    assert_rejected_for(score(), reason)
 
 
 def test_a_dialogue_is_cut_before_its_first_bad_turn() -> None:

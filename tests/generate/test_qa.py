@@ -26,11 +26,10 @@ from pipeline.generate.qa import (
 )
 from pipeline.generate.selection import Article, changed_pairs, group_new_sentences
 from pipeline.generate.stage import attach_labels, load_articles
-from pipeline.generate.validate import REASONS
 from pipeline.generate.validator import ItemValidator
 from pipeline.models.llm.base import LLMResponse
 from pipeline.models.llm.scripted import ScriptedBackend
-from tests.generate.conftest import NEW, OLD
+from tests.generate.conftest import NEW, OLD, assert_rejected_for
 from tests.scripted_llm import good_answer, user_text
 from tests.test_text_checks import EVIDENCE
 
@@ -495,11 +494,7 @@ CASES = [
 
 @pytest.mark.parametrize(("score", "reason"), CASES)
 def test_each_failure_has_its_reason(score, reason: str) -> None:  # noqa: ANN001
-    verdict = score()
-    assert not verdict.keep
-    assert verdict.reason == reason
-    assert reason in verdict.detail
-    assert reason in REASONS
+    assert_rejected_for(score(), reason)
 
 
 @pytest.mark.parametrize(

@@ -19,12 +19,12 @@ from pipeline.generate.quadruples import (
 )
 from pipeline.generate.selection import Article
 from pipeline.generate.stage import attach_labels, load_articles
-from pipeline.generate.validate import REASONS, Verdict
+from pipeline.generate.validate import Verdict
 from pipeline.generate.validator import ItemValidator
 from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.syntax import RelationParser
 from pipeline.text_checks import is_iso_timestamp
-from tests.generate.conftest import NEW, OLD
+from tests.generate.conftest import NEW, OLD, assert_rejected_for
 from tests.scripted_llm import good_answer, user_text
 from tests.test_text_checks import EVIDENCE
 
@@ -287,11 +287,7 @@ CASES = [
 
 @pytest.mark.parametrize(("score", "reason"), CASES)
 def test_each_failure_has_its_reason(score, reason: str) -> None:  # noqa: ANN001
-    verdict = score()
-    assert not verdict.keep
-    assert verdict.reason == reason
-    assert reason in verdict.detail
-    assert reason in REASONS
+    assert_rejected_for(score(), reason)
 
 
 @pytest.mark.parametrize(
