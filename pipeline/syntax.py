@@ -98,7 +98,7 @@ def _subject_tokens(verb: Any) -> list[Any]:
             return [a for s in found for a in _antecedents(s)] + agents
         if node.dep_ == "relcl":
             return _antecedents(node.head) + agents
-        if node.dep_ not in _SHARES_SUBJECT or node.head is node:
+        if node.dep_ not in _SHARES_SUBJECT or node.head.i == node.i:
             break
         node = node.head
     return agents
@@ -274,7 +274,7 @@ def _object_path_problem(verb: Any, span: Any | None, relation_words: list[str])
         inside = span.start <= node.i < span.end
         if not inside and _is_verb(node) and not _says(node, relation_words):
             return f"{span.text!r} is what {node.text!r} takes, not {verb.text!r}"
-        if node.head is node:
+        if node.head.i == node.i:
             break
         node = node.head
     return f"{span.text!r} is not an argument of {verb.text!r}"

@@ -104,7 +104,7 @@ def _anchor(token: Any) -> Any | None:
     conjuncts to the first verb (a light "be" / "have" counts)."""
     node = token
     for _ in range(12):
-        if node.head is node:
+        if node.head.i == node.i:
             return node if node.pos_ in ("VERB", "AUX") else None
         node = node.head
         if node.pos_ == "VERB" or (node.pos_ == "AUX" and node.dep_ not in ("aux", "auxpass")):

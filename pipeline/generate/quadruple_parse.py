@@ -20,7 +20,9 @@ the parse"):
   ("agreed to buy"); it names something or gives a value, has at most eight words and no verb;
 - the timestamp is a date the verb governs in its own clause ("joined X *in 2019*"), written
   at the precision the text gives; with two dates that disagree and no "from" / "since",
-  there is none.
+  there is none; a fact whose clause gives a date no single timestamp writes ("in the
+  1990s", "until 1985", "in 2016, 2022 and 2023") is not written: undated, it would read as
+  timeless.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from pipeline.syntax import parse, parser_package
 
 # Bump when a change of the rules changes which quadruples are read: stored generation runs
 # are then redone (the generation digest covers it) and items name the rules they came from.
-PARSE_RULES = "quadruple-parse-4"
+PARSE_RULES = "quadruple-parse-5"
 
 _SUBJECTS = ("nsubj", "nsubjpass")
 _FINITE = frozenset({"VBD", "VBZ"})  # not VBP: the tagger gives it to "would ... and assume"
@@ -79,6 +81,9 @@ _MAX_SUBJECT_WORDS = 6
 _MAX_JOIN_DISTANCE = 12
 _YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
 _DIGITS = re.compile(r"\d+")
+_YEAR_OR_DECADE = re.compile(r"(?:1[0-9]{3}|20[0-9]{2})(?:s|[–-]\d{2,4})?|'\d0s")
+_WAR = re.compile(r"\bWar\b")
+_NOUN_MODIFIERS = frozenset({"nummod", "compound", "amod", "nmod"})
 _APPROXIMATELY = re.compile(r"^(?:around|about|circa|approximately|c\.)\s+", re.IGNORECASE)
 _MONTHS = re.compile(r"\b(" + "|".join(MONTH_NUMBERS) + r")\b", re.IGNORECASE)
 
@@ -258,7 +263,7 @@ def _subject(verb: Any) -> Any | None:
         found = [c for c in node.children if c.dep_ in _SUBJECTS]
         if found:
             return found[0] if len(found) == 1 else None  # two subjects: a misparse
-        if node.dep_ != "conj" or node.head is node:
+        if node.dep_ != "conj" or node.head.i == node.i:
             return None
         node = node.head
     return None
@@ -287,7 +292,7 @@ def _governs(verb: Any, token: Any) -> bool:
     """``token`` hangs below ``verb`` without crossing into another clause."""
     node = token
     for _ in range(12):
-        if node.head is node:
+        if node.head.i == node.i:
             return False
         if node.head == verb:
             return node.dep_ not in _CLAUSE_DEPS
@@ -332,6 +337,62 @@ def _timestamp(verb: Any, obj: Any) -> str | None:
     return precise if precise and all(precise.startswith(v) for v in values) else None
 
 
+def _date_mentions(doc: Any) -> list[Any]:
+    """Tokens that say when: a year, a decade ("the 1990s"), a season ("2002–03"), a war."""
+    found = [
+        t for t in doc
+        if _YEAR_OR_DECADE.fullmatch(t.text) and t.ent_type_ not in _AMOUNTS | {"CARDINAL"}
+    ]  # fmt: skip
+    return found + [e.root for e in doc.ents if e.label_ == "EVENT" and _WAR.search(e.text)]
+
+
+def _dates_the_clause(verb: Any, obj: Any, token: Any) -> bool:
+    """``token`` (a date mention) says when ``verb``'s event happened: it hangs below the
+    verb in its own clause, not inside an apposition ("Dune: Part Two, a sequel to the 2021
+    film"); a year that describes a noun ("the 2024 film", "Brawn's 2009 drivers") only when
+    that noun follows a preposition other than "of" ("in the 2024 film Thunderbolts", "for the
+    2012–13 season"); inside the object, only below "in" / "on" / "during" ("the role of
+    Yelena Belova in the 2025 film"; not "the Homeland Security Act of 2002")."""
+    path = []
+    node = token
+    while node != verb:
+        # an infinitive carries the verb's own event ("was invited to attend X in 2016")
+        if node.head.i == node.i or (node.dep_ in _CLAUSE_DEPS and node.dep_ != "xcomp"):
+            return False
+        path.append(node)
+        node = node.head
+    if any(n.dep_ == "appos" for n in path):
+        return False
+    if token.dep_ in _NOUN_MODIFIERS:
+        phrase = token.head
+        while phrase.dep_ in _NOUN_MODIFIERS and phrase.head.i != phrase.i:
+            phrase = phrase.head  # "the 2024 film Thunderbolts": the phrase's head noun
+        if not (phrase.dep_ == "pobj" and phrase.head.lower_ != "of"):
+            return False
+    if obj in path:
+        return any(n.dep_ == "prep" and n.lower_ in _WHEN_PREPS for n in path)
+    return True
+
+
+def _dated_unwritably(verb: Any, obj: Any, objects: list[str]) -> bool:
+    """The verb's own clause dates its fact with words no single timestamp can write ("from
+    the 1940s to 2002", "in 2016, 2022 and 2023", "until her retirement in 1970", "for the
+    2012–13 season", "during World War II"): written undated, the fact would read as
+    timeless, so it is not written at all (:func:`_dates_the_clause` says which mentions
+    count; a date in the object's own words, "won the 2019 title", does not). For a verb
+    joined to an earlier one, so does a date the first verb governs before it ("In the 1990s,
+    X grew and bought ...")."""
+    first = verb.head if verb.dep_ == "conj" and verb.head.i < verb.i else None
+    for token in _date_mentions(verb.doc):
+        if any(token.text in written for written in objects):
+            continue
+        if _dates_the_clause(verb, obj, token) or (
+            first is not None and token.i < first.i and _dates_the_clause(first, obj, token)
+        ):
+            return True
+    return False
+
+
 def _verb_between(verb: Any, date: Any) -> bool:
     """Another clause's verb stands between ``verb`` and ``date``: the parse that hangs the
     date on ``verb`` is likely wrong ("moved to Saint Paul in 1910, where it remained ...
@@ -352,7 +413,7 @@ def _dates_the_event(verb: Any, root: Any) -> bool:
     """The date says when the verb's event happened or began ("in 2019", "on 5 May", "from
     2004"), not a bound ("until her retirement in 1970", "prior to the 2022 Grand Prix")."""
     node = root
-    while node.head != verb and node.head is not node:
+    while node.head != verb and node.head.i != node.i:
         if node.dep_ == "pobj" and node.head.lower_ not in _EVENT_PREPS:
             return False
         node = node.head
@@ -677,5 +738,7 @@ def facts_of(
             objects = [_object_text(token, subject) for token in _conjuncts(obj)]
             if len(objects) > 1 and not all(objects):
                 continue  # a list the parser split where it should not have
+            if timestamp is None and _dated_unwritably(verb, obj, objects):
+                continue
             facts += [ParsedFact(subject, relation, o, timestamp) for o in objects if o]
     return facts

@@ -70,10 +70,15 @@ def test_timestamp_of_keeps_the_precision_the_text_gives(text: str, expected: st
             "James served as a member of the New York City Council from 2004 to 2013.",
             ("James", "served as", "member of the New York City Council", "2004"),
         ),
-        (  # "until her retirement in 1970" bounds the fact, it does not date it
-            "Hilda Harding managed Barclays' Hanover Square branch in London until her "
-            "retirement in 1970.",
-            ("Hilda Harding", "managed", "Barclays' Hanover Square branch in London", None),
+        (  # rules v5: a year inside the object's name does not date the verb
+            "Congress ultimately passed the Homeland Security Act of 2002, and President Bush "
+            "signed the bill into law on November 25, 2002.",
+            ("Congress", "passed", "Homeland Security Act", None),
+        ),
+        (  # nor does a year of another clause
+            "Sony Music UK signed Robbie Williams, who released his 11th album The Heavy "
+            "Entertainment Show in 2016.",
+            ("Sony Music UK", "signed", "Robbie Williams", None),
         ),
         (  # the date before the first verb dates the verb joined to it
             "In 2023, the Nuggets, led by Nikola Jokić and Jamal Murray, reached their first NBA "
@@ -176,6 +181,17 @@ def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: 
         # one of the first ... to sell: the infinitive completes the object
         "In December 2024 the Dolphins, led by owner Stephen M. Ross, became one of the first "
         "teams in NFL history to sell part of their team to outside private equity investors.",
+        # rules v5: the verb's clause dates the fact in words no one timestamp writes (a
+        # bound, a decade, a span, a list of years, a season, a war): undated, it would read
+        # as timeless
+        "Hilda Harding managed Barclays' Hanover Square branch in London until her "
+        "retirement in 1970.",
+        "The Cottage Grove facility manufactured PFAS from the 1940s to 2002.",
+        "In the 1990s, Barclays helped to fund President Robert Mugabe's government in Zimbabwe.",
+        "Altman was invited to attend the Bilderberg Meeting in 2016, 2022 and 2023.",
+        "Pugh will reprise the role of Yelena Belova in the 2024 film Thunderbolts.",
+        "Haas kept an unchanged lineup of Grosjean and Magnussen for the 2020 season.",
+        "The Justice Department also had a War Division during World War II.",
     ],
 )
 def test_no_fact_where_the_parse_does_not_carry_one(sentence: str) -> None:
