@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -224,12 +224,28 @@ def title_core(title: str) -> str:
     return re.sub(r"\s*\([^)]*\)\s*$", "", title or "").strip()
 
 
-# Words that rank the answer among others ("the main biomarker"): a question may use one only
-# where its evidence does. Lowercase only, so that titles ("The Last of Us") do not count.
+# Words that rank the answer among others ("the main biomarker") or tie it to the moment of
+# reading ("the current CEO", "his most recent film": the answer drifts as the article grows):
+# a question may use one only where its evidence does. Lowercase only, so that titles ("The
+# Last of Us") do not count.
 _RANKING = re.compile(
     r"\b(?:main|only|first|last|largest|biggest|highest|lowest|most|least|best|worst|primary|"
-    r"sole|oldest|youngest|earliest|latest|leading|top)\b"
+    r"sole|oldest|youngest|earliest|latest|leading|top|recent|recently|current|currently|"
+    r"newest|popular)\b"
 )
+
+
+def unstated_ranking(
+    question: str, sources: Sequence[str], allowed: Collection[str] = frozenset()
+) -> str:
+    """Why the question ranks its answer or ties it to the present where no source does
+    ("the most recent recognition", "the current status"), or "" (``allowed``: words the
+    caller lets pass)."""
+    said = " ".join(sources).lower()
+    for m in _RANKING.finditer(question):
+        if m.group(0) not in allowed and not re.search(rf"\b{m.group(0)}\b", said):
+            return f"the question says {m.group(0)!r}, its evidence does not"
+    return ""
 
 
 def about_evidence(question: str, sources: Sequence[str], min_share: float) -> str:
@@ -245,11 +261,7 @@ def about_evidence(question: str, sources: Sequence[str], min_share: float) -> s
     foreign = [w for w in words if not _found(w, pool)]
     if len(foreign) == len(words) or len(words) - len(foreign) < min_share * len(words):
         return f"{foreign} of {words} not in the evidence or title"
-    said = " ".join(sources).lower()
-    for m in _RANKING.finditer(question):
-        if not re.search(rf"\b{m.group(0)}\b", said):
-            return f"the question says {m.group(0)!r}, its evidence does not"
-    return ""
+    return unstated_ranking(question, sources)
 
 
 def _choice_options(question: str) -> list[set[str]]:

@@ -188,7 +188,7 @@ def good_answer(request: LLMRequest) -> str:
             parts = [" ".join(words), " ".join(words[half:]), " ".join(words[:half])]
             turns.append(
                 {
-                    "user": f"Tell me more about {title}, point {k}.",
+                    "user": (f"Tell me about {title}.", "What else?", "And then?")[k],
                     "expert": parts[(k // len(idx)) % 3],
                     "sentence": i,
                 }

@@ -20,7 +20,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pipeline.config import GenerationConfig
-from pipeline.generate.grammar_checks import answers_kind, asks_for, is_cut_off, reply_additions
+from pipeline.generate.grammar_checks import (
+    answers_kind,
+    asks_for,
+    is_cut_off,
+    reply_additions,
+    user_premise_problem,
+)
 from pipeline.generate.items import (
     FieldError,
     Reject,
@@ -312,7 +318,11 @@ class DialogueChecks:
                 added = reply_additions(t.expert, [t.evidence_text, dialogue.title, t.user])
                 kind = asks_for(t.user)
                 unanswered = kind is not None and not answers_kind(t.expert, kind)
+                said = [t.evidence_text, dialogue.title]
+                said += [text for u in dialogue.turns[:k] for text in (u.user, u.expert)]
+                premise = user_premise_problem(t.user, said)
                 checks += [
+                    Check("turn_premise_unstated", not premise, premise),
                     Check("turn_cut_off", not cut, ", ".join(cut)),
                     Check("turn_adds_claims", not added, added),
                     Check("turn_not_answered", not unanswered,

@@ -17,7 +17,7 @@ import re
 
 from pipeline.generate.answer_spans import attachment_problem, span_in
 from pipeline.syntax import parse, unsupported_words
-from pipeline.text_checks import content_words, is_grounded, title_core
+from pipeline.text_checks import content_words, is_grounded, title_core, unstated_ranking
 
 # A question may say things, names, numbers, qualities and actions only when the evidence does.
 PREMISE_POS = ("NOUN", "PROPN", "NUM", "ADJ", "VERB")
@@ -89,6 +89,8 @@ def answer_attachment(question: str, answer: str, sentences: list[str]) -> str:
 
 # ------------------------------------------------------------------ dialogue turns
 
+# "What are the main ...?" is how people ask in conversation, not a claim about the answer.
+_CONVERSATIONAL_RANKS = frozenset({"main"})
 _TERMINAL = tuple(".!?\"')]\u201d\u2019")
 _WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) (?:year|date|month|day)\b)", re.I)
 _HOW_MANY = re.compile(r"^\s*how (?:many|much|long|old|big|large|far)\b", re.I)
@@ -122,6 +124,23 @@ def asks_for(user: str) -> str | None:
         if pattern.match(last):
             return kind
     return None
+
+
+def user_premise_problem(user: str, sources: list[str]) -> str:
+    """Why a user turn assumes what its sources (the turn's sentence, the title, the turns
+    before it) do not say, or "": a name or number none of them has ("the lowest price in
+    Europe" of a sentence about France), or a word that ranks the answer or ties it to the
+    present ("his most recent recognition", "the current status"). Narrower than a QA
+    question's premise check: a user may ask in words of their own ("What is her background
+    in theatre?", "What are the main ...?"); a person's full name where a source has the
+    surname passes."""
+    missing = unsupported_words(user, sources, ("PROPN", "NUM"))
+    for ent in parse(user).ents if missing else ():
+        if ent.label_ == "PERSON" and any(t.text not in missing for t in ent):
+            missing = [word for word in missing if word not in ent.text.split()]
+    if missing:
+        return f"the evidence does not say {', '.join(map(repr, missing))}"
+    return unstated_ranking(user, sources, allowed=_CONVERSATIONAL_RANKS)
 
 
 def reply_additions(expert: str, sources: list[str]) -> str:

@@ -70,6 +70,9 @@ REASONS: dict[str, str] = {
     "the question asks about (its verb, or the noun a count counts, is not in the question)",
     "answer_did_not_change": "a changed QA's answer was already in the old sentence (or the "
     "earlier answer is still in the new one)",
+    "turn_premise_unstated": "a user turn names a name or number, or ranks its answer or ties "
+    "it to the present ('most recent', 'current'), where the sentence, the title and the "
+    "turns before it do not",
     "turn_cut_off": "a dialogue utterance stops mid-phrase (no closing punctuation, or it filled "
     "its length cap)",
     "turn_adds_claims": "an expert reply says a thing, name, number or quality that its "

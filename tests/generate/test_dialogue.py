@@ -181,7 +181,7 @@ def dialogue(n: int = 3, **turn_over: object) -> Dialogue:
     turns = [
         DialogueTurn(
             turn_idx=k,
-            user=f"Tell me about point {k}.",
+            user=("Tell me about him.", "And then?", "What else?", "Go on.")[k % 4],
             expert=TURN_EXPERTS[k % 4],
             evidence_sent_idx=[10 + k % 2],
             evidence_text=TURN_SENTENCES[10 + k % 2],
@@ -248,6 +248,10 @@ CASES = [
     (
         lambda: QUESTIONS.score_turns(dialogue(user="When did he join OpenAI?"))[-1],
         "turn_not_answered",
+    ),
+    (
+        lambda: QUESTIONS.score_turns(dialogue(user="What is his most recent role at OpenAI?"))[-1],
+        "turn_premise_unstated",
     ),
 ]
 

@@ -14,6 +14,7 @@ from pipeline.generate.grammar_checks import (
     premise_problem,
     reply_additions,
     side_problem,
+    user_premise_problem,
 )
 
 pytestmark = pytest.mark.slow  # spaCy
@@ -79,3 +80,24 @@ def test_dialogue_turns() -> None:
         "He joined OpenAI, which helped him gain insights.", sources
     )
     assert reply_additions("He was a founding member of OpenAI.", sources) == ""
+
+
+def test_a_user_turn_assumes_only_names_numbers_and_ranks_its_sources_say() -> None:
+    # real turns of the item gold set (dev split, Semaglutide / Pedro Pascal / Florence Pugh)
+    price = ["France had the lowest price at $83."]
+    assert "Europe" in user_premise_problem(
+        "What is the lowest price of semaglutide in Europe?", price
+    )
+    named = [
+        "Time magazine named him one of the 100 most influential people in the world in 2023.",
+        "Pedro Pascal",
+    ]
+    assert "recent" in user_premise_problem(
+        "What is Pedro Pascal's most recent recognition?", named
+    )
+    assert "current" in user_premise_problem("What is the current status of the settlement?", price)
+    # a user asks in words of their own; "main" is how people ask; a surname says the person
+    assert user_premise_problem("What is her background in theatre?", named) == ""
+    assert user_premise_problem("What was the main finding?", named) == ""
+    lived = ["Pugh and Braff lived together in Los Angeles."]
+    assert user_premise_problem("Where did Pugh live with Zach Braff?", lived) == ""
