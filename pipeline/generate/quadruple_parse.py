@@ -27,6 +27,7 @@ the parse"):
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ from pipeline.syntax import parse, parser_package
 
 # Bump when a change of the rules changes which quadruples are read: stored generation runs
 # are then redone (the generation digest covers it) and items name the rules they came from.
-PARSE_RULES = "quadruple-parse-5"
+PARSE_RULES = "quadruple-parse-6"
 
 _SUBJECTS = ("nsubj", "nsubjpass")
 _FINITE = frozenset({"VBD", "VBZ"})  # not VBP: the tagger gives it to "would ... and assume"
@@ -217,9 +218,10 @@ def _names_a_thing(tokens: list[Any], title: str) -> bool:
     )
 
 
-def _whole_phrase(tokens: list[Any]) -> bool:
+def _whole_phrase(tokens: list[Any], listed: bool = False) -> bool:
     """The tokens are one run of the sentence that does not stop inside a noun phrase (a
-    parse that splits "University of Notre Dame forward LaPhonso Ellis" in two is wrong)."""
+    parse that splits "University of Notre Dame forward LaPhonso Ellis" in two is wrong);
+    ``listed``: they are a member of a list, so an "and" before them is the list's."""
     first, last = tokens[0].i, tokens[-1].i
     if last - first + 1 != len(tokens):
         return False
@@ -234,7 +236,7 @@ def _whole_phrase(tokens: list[Any]) -> bool:
     if after is not None and after.is_title and after.pos_ in ("ADP", "CCONJ", "DET"):
         return False
     # "Jokić and Aaron Gordon", "Immigration and Naturalization Service": part of a coordination
-    if (before is not None and before.lower_ in ("and", "or", "&")) or (
+    if (before is not None and before.lower_ in (("&",) if listed else ("and", "or", "&"))) or (
         after is not None and after.lower_ in ("&",)
     ):
         return False
@@ -245,11 +247,11 @@ def _whole_phrase(tokens: list[Any]) -> bool:
     return opened == 0
 
 
-def _well_formed(tokens: list[Any], limit: int) -> bool:
+def _well_formed(tokens: list[Any], limit: int, listed: bool = False) -> bool:
     text = "".join(t.text_with_ws for t in tokens)
     return (
         0 < len(tokens) <= limit
-        and _whole_phrase(tokens)
+        and _whole_phrase(tokens, listed)
         and "," not in text
         and not any(t.pos_ in ("VERB", "AUX", "PRON") for t in tokens)
         and text.count("(") == text.count(")")
@@ -350,9 +352,10 @@ def _dates_the_clause(verb: Any, obj: Any, token: Any) -> bool:
     """``token`` (a date mention) says when ``verb``'s event happened: it hangs below the
     verb in its own clause, not inside an apposition ("Dune: Part Two, a sequel to the 2021
     film"); a year that describes a noun ("the 2024 film", "Brawn's 2009 drivers") only when
-    that noun follows a preposition other than "of" ("in the 2024 film Thunderbolts", "for the
-    2012–13 season"); inside the object, only below "in" / "on" / "during" ("the role of
-    Yelena Belova in the 2025 film"; not "the Homeland Security Act of 2002")."""
+    that noun follows a preposition ("in the 2024 film Thunderbolts", "for the 2012–13
+    season"), not an "of" on the verb itself; inside the object, only below "in" / "on" /
+    "during" ("the role of Yelena Belova in the 2025 film"; not "the Homeland Security Act of
+    2002")."""
     path = []
     node = token
     while node != verb:
@@ -367,7 +370,9 @@ def _dates_the_clause(verb: Any, obj: Any, token: Any) -> bool:
         phrase = token.head
         while phrase.dep_ in _NOUN_MODIFIERS and phrase.head.i != phrase.i:
             phrase = phrase.head  # "the 2024 film Thunderbolts": the phrase's head noun
-        if not (phrase.dep_ == "pobj" and phrase.head.lower_ != "of"):
+        # "Of Brawn's 2009 drivers, Button signed ...": a partitive on the verb names a group;
+        # "over the course of the 2016 NBA draft" dates the event
+        if phrase.dep_ != "pobj" or (phrase.head.lower_ == "of" and phrase.head.head == verb):
             return False
     if obj in path:
         return any(n.dep_ == "prep" and n.lower_ in _WHEN_PREPS for n in path)
@@ -532,7 +537,27 @@ def _conjuncts(token: Any) -> list[Any]:
         out.append(nxt[0])
     if len(out) > 1 and any(t.pos_ != "PROPN" for t in out):
         return []
+    # "Immigration and Naturalization Service": one name the parser split in two
+    spans = {t.i: (e.start, e.end) for e in token.doc.ents for t in e}
+    if any(spans.get(a.i, a.i) == spans.get(b.i, b.i) for a, b in itertools.pairwise(out)):
+        return []
     return out
+
+
+def _members(obj: Any) -> list[Any]:
+    """The objects a verb's object stands for: itself and the names joined to it, also where
+    the parser hangs the list on an apposition: "acquired the following companies: Valtix,
+    Lightspin, and Armorblox" (the names), "acquired CloudCherry, a ... company, and Voicea,
+    an ... company" (the name after the first one's description)."""
+    names = [c for c in obj.children if c.dep_ == "appos" and c.pos_ == "PROPN"]
+    if obj.pos_ == "NOUN" and len(names) == 1 and len(_conjuncts(names[0])) > 1:
+        return _conjuncts(names[0])
+    described = [c for c in obj.children if c.dep_ == "appos" and c.pos_ == "NOUN"]
+    if obj.pos_ == "PROPN" and len(described) == 1:
+        joined = [c for c in described[0].children if c.dep_ == "conj" and c.pos_ == "PROPN"]
+        if len(joined) == 1 and len(_conjuncts(obj)) == 1:
+            return [obj, *_conjuncts(joined[0])]
+    return _conjuncts(obj)
 
 
 def _unasserted(verb: Any) -> bool:
@@ -603,7 +628,8 @@ def _object_text(token: Any, subject: str) -> str:
     if _qualified_count(token):
         return ""
     tokens = _name_tokens(token, complements=True)
-    if not _well_formed(tokens, _MAX_OBJECT_WORDS) or not _names_something(tokens):
+    listed = token.dep_ == "conj"
+    if not _well_formed(tokens, _MAX_OBJECT_WORDS, listed) or not _names_something(tokens):
         return ""
     if _incomplete(token) or any(t.ent_type_ in ("DATE", "TIME") or _is_year(t) for t in tokens):
         return ""
@@ -735,7 +761,7 @@ def facts_of(
                 "".join(t.text_with_ws for t in sorted(words, key=lambda t: t.i)).split()
             )
             timestamp = _timestamp(verb, obj)
-            objects = [_object_text(token, subject) for token in _conjuncts(obj)]
+            objects = [_object_text(token, subject) for token in _members(obj)]
             if len(objects) > 1 and not all(objects):
                 continue  # a list the parser split where it should not have
             if timestamp is None and _dated_unwritably(verb, obj, objects):

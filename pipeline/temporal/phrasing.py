@@ -187,32 +187,51 @@ def _asked(question: str) -> str:
     return re.sub(r"^(?:who|whom|what|which)\b\s*", "", question.lower())
 
 
-def ambiguous_questions(asked: Iterable[tuple[str, Sequence[str]]]) -> set[str]:
-    """The questions of ``(question, answer)`` pairs that are asked for more than one answer
-    ("What did 3M acquire in 2008?" for each of two acquisitions is right for neither)."""
+def asked_keys(spec: QuestionSpec, question: str) -> tuple[str, ...]:
+    """What a question asks, as keys two questions share when they ask the same: its words
+    without the wh-word, and for a question about one fact, the fact's subject, relation and
+    time, however it is worded ("Where was the sale approved on 21 September 2012?" and "What
+    was the sale approved in on 21 September 2012?" ask the same)."""
+    keys = [_asked(question)]
+    if spec.category == "C1":
+        subject, relation = spec.facts[0].key
+        keys.append(f"\x00{subject}\x00{relation}\x00{spec.as_of}")
+    return tuple(keys)
+
+
+def ambiguous_questions(asked: Iterable[tuple[Sequence[str], Sequence[str]]]) -> set[str]:
+    """The keys (:func:`asked_keys`) of ``(keys, answer)`` pairs that are asked for more
+    than one answer ("What did 3M acquire in 2008?" for each of two acquisitions is right for
+    neither)."""
     answers: dict[str, set[tuple[str, ...]]] = {}
-    for question, answer in asked:
-        answers.setdefault(_asked(question), set()).add(tuple(answer))
-    return {q for q, found in answers.items() if len(found) > 1}
+    for keys, answer in asked:
+        for key in keys:
+            answers.setdefault(key, set()).add(tuple(answer))
+    return {key for key, found in answers.items() if len(found) > 1}
 
 
-def is_ambiguous(question: str, ambiguous: set[str]) -> bool:
-    """Whether ``question`` is one of :func:`ambiguous_questions`' answer."""
-    return _asked(question) in ambiguous
+def is_ambiguous(keys: Sequence[str], ambiguous: set[str]) -> bool:
+    """Whether a question with these :func:`asked_keys` is asked for another answer too."""
+    return any(key in ambiguous for key in keys)
 
 
 def without_ambiguity(specs: Sequence[QuestionSpec], phrasings: list[Phrasing]) -> list[Phrasing]:
     """``phrasings`` with every kept question that another one also asks, for another answer,
     rejected as ``ambiguous``."""
-    kept = [
-        (p.question, s.answer) for s, p in zip(specs, phrasings, strict=True) if p.reason is None
+    keys = [
+        asked_keys(s, p.question) if p.question else ()
+        for s, p in zip(specs, phrasings, strict=True)
     ]
-    ambiguous = ambiguous_questions((q, a) for q, a in kept if q)
+    ambiguous = ambiguous_questions(
+        (k, s.answer)
+        for k, s, p in zip(keys, specs, phrasings, strict=True)
+        if p.reason is None and p.question
+    )
     return [
         Phrasing(p.question_id, p.question, "ambiguous", AMBIGUOUS_DETAIL)
-        if p.reason is None and p.question and is_ambiguous(p.question, ambiguous)
+        if p.reason is None and p.question and is_ambiguous(k, ambiguous)
         else p
-        for p in phrasings
+        for k, p in zip(keys, phrasings, strict=True)
     ]
 
 

@@ -45,11 +45,12 @@ from pipeline.temporal.phrasing import (
     CHECKS_VERSION,
     PROMPT,
     ambiguous_questions,
+    asked_keys,
     is_ambiguous,
     phrase_questions,
     recheck,
 )
-from pipeline.temporal.questions import facts_from_rows, question_specs
+from pipeline.temporal.questions import QuestionSpec, facts_from_rows, question_specs
 from pipeline.temporal.templates import TEMPLATE_VERSION, template_id, template_phrasings
 
 
@@ -212,9 +213,11 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> tuple[list[dict], Temporal
             "prompt_hash": prompt,
             "generator": generator,
         }
+    specs = {s.question_id: s for s in candidates}
     _reject_ambiguous(
         [rows[s.question_id] for s in todo],
         [rows[s.question_id] for s in candidates if s.question_id in rows],
+        specs,
     )
     new_rows = [r for r in rows.values() if r["created_snapshot"] == snapshot]
     summary.kept = dict(Counter(r["category"] for r in new_rows if r["status"] == "kept"))
@@ -223,14 +226,20 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> tuple[list[dict], Temporal
     return list(rows.values()), summary
 
 
-def _reject_ambiguous(phrased: list[dict], live: list[dict]) -> None:
+def _reject_ambiguous(
+    phrased: list[dict], live: list[dict], specs: dict[str, QuestionSpec]
+) -> None:
     """Reject each question just ``phrased`` that another kept question of the ``live``
     ones asks for another answer. Decided once: a question already published stays (its
     answer is still its fact's), so a release does not lose and regain it."""
+
+    def keys(row: dict) -> tuple[str, ...]:
+        return asked_keys(specs[row["question_id"]], row["question"])
+
     kept = [r for r in live if r["status"] == "kept"]
-    ambiguous = ambiguous_questions((r["question"], r["answer"]) for r in kept)
+    ambiguous = ambiguous_questions((keys(r), r["answer"]) for r in kept)
     for r in phrased:
-        if r["status"] == "kept" and is_ambiguous(r["question"], ambiguous):
+        if r["status"] == "kept" and is_ambiguous(keys(r), ambiguous):
             r["status"], r["reason"], r["detail"] = "rejected", "ambiguous", AMBIGUOUS_DETAIL
 
 

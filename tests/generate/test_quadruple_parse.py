@@ -142,6 +142,34 @@ def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: 
 
 
 @pytest.mark.parametrize(
+    ("sentence", "objects"),
+    [
+        # rules v6: a list gives one quadruple per name, also its last name after "and" and a
+        # list the parser hangs on an apposition
+        ("In 2010, Sony acquired Columbia, Epic and RCA.", ["Columbia", "Epic", "RCA"]),
+        (
+            "In 2019, Cisco acquired CloudCherry, a customer experience management company, and "
+            "Voicea, an artificial intelligence company.",
+            ["CloudCherry", "Voicea"],
+        ),
+        (
+            "In 2023, Cisco acquired the following cybersecurity companies: Valtix, Lightspin, "
+            "and Armorblox.",
+            ["Valtix", "Lightspin", "Armorblox"],
+        ),
+        # one name the parser split at its "and" stays one
+        (
+            "In 2003, the Department of Homeland Security absorbed the Immigration and "
+            "Naturalization Service.",
+            ["Immigration and Naturalization Service"],
+        ),
+    ],
+)
+def test_a_list_gives_one_fact_per_name(sentence: str, objects: list[str]) -> None:
+    assert [f.object for f in _facts(sentence)] == objects
+
+
+@pytest.mark.parametrize(
     "sentence",
     [
         # the verb's meaning needs what follows its object
@@ -192,6 +220,8 @@ def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: 
         "Pugh will reprise the role of Yelena Belova in the 2024 film Thunderbolts.",
         "Haas kept an unchanged lineup of Grosjean and Magnussen for the 2020 season.",
         "The Justice Department also had a War Division during World War II.",
+        "Over the course of the 2016 NBA draft, the Denver Nuggets added the Kentucky guard Jamal "
+        "Murray as well as Juan Hernangómez, Malik Beasley, and Petr Cornelie.",
     ],
 )
 def test_no_fact_where_the_parse_does_not_carry_one(sentence: str) -> None:

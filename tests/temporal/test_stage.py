@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.layout import read_questions, temporal_dir
 from pipeline.models.llm.scripted import ScriptedBackend
+from pipeline.temporal.questions import Fact, QuestionSpec
 from pipeline.temporal.stage import _reject_ambiguous, phrase_temporal_questions
 from tests.conftest import STAGE_DATES, copy_workdir
 from tests.scripted_llm import good_answer
@@ -102,6 +103,12 @@ def test_templated_questions_ask_no_model(released_workdir: Path, tmp_path: Path
     assert not again.already_done
 
 
+def _c1(qid: str, subject: str, relation: str, obj: str, as_of: str) -> QuestionSpec:
+    fact = Fact(qid, 1, "3M", subject, relation, obj, as_of, "2024-01-01", "current", None,
+                None, "")  # fmt: skip
+    return QuestionSpec(qid, "C1", "fact", (fact,), (obj,), "all", as_of, as_of, None)
+
+
 def test_a_question_asked_for_another_answer_is_rejected_once_phrased() -> None:
     def row(qid: str, question: str, answer: str) -> dict:
         return {"question_id": qid, "question": question, "answer": [answer], "status": "kept",
@@ -111,7 +118,20 @@ def test_a_question_asked_for_another_answer_is_rejected_once_phrased() -> None:
     twin = row("t", "What did 3M acquire in 2008?", "Meguiar's")
     who = row("w", "Who did 3M acquire in 2008?", "Aearo Technologies")  # the wh-word aside
     other = row("x", "What did 3M acquire in 2010?", "Cogent Systems")
-    _reject_ambiguous([twin, who, other], [old, twin, who, other])
+    # one fact's subject, relation and time asked in other words, for another answer
+    eu = row("e", "Where was the sale of EMI approved on 21 September 2012?", "European Union")
+    us = row("u", "What was the sale of EMI approved in on 21 September 2012?", "United States")
+    specs = {
+        "o": _c1("o", "3M", "acquired", "Aearo Technologies", "2008"),
+        "t": _c1("t", "3M", "acquired", "Meguiar's", "2008"),
+        "w": _c1("w", "3M", "acquired", "Aearo Technologies", "2008"),
+        "x": _c1("x", "3M", "acquired", "Cogent Systems", "2010"),
+        "e": _c1("e", "sale of EMI", "was approved in", "European Union", "2012-09-21"),
+        "u": _c1("u", "sale of EMI", "was approved in", "United States", "2012-09-21"),
+    }
+    rows = [old, twin, who, other, eu, us]
+    _reject_ambiguous(rows[1:], rows, specs)
     # the published question stays; the new ones asking the same are rejected
-    assert [r["reason"] for r in (old, twin, who, other)] == [None, "ambiguous", "ambiguous", None]
+    assert [r["reason"] for r in rows] == [None, "ambiguous", "ambiguous", None, "ambiguous",
+                                           "ambiguous"]  # fmt: skip
     assert twin["status"] == who["status"] == "rejected"
