@@ -30,6 +30,7 @@ from pipeline.errors import WikidriftError
 from pipeline.layout import check_release, read_manifest, release_dir
 from pipeline.redact import redact_config, redact_text, redact_value
 from pipeline.schemas import RELEASE_SCHEMA_VERSION, RELEASE_TABLES, export_configs
+from pipeline.stage_folders import RELEASE_MANIFEST
 from pipeline.storage import write_json_atomic, write_text_atomic
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def export_hf(
         (out / name).mkdir(exist_ok=True)
         shutil.copyfile(src / f"{name}.parquet", out / name / f"{split}.parquet")
     shutil.copyfile(src / "growth.png", out / "growth.png")
-    write_json_atomic(out / "manifest.json", public_manifest(src / "manifest.json"))
+    write_json_atomic(out / RELEASE_MANIFEST, public_manifest(src / RELEASE_MANIFEST))
     card = _card(manifest, (src / "README.md").read_text(), configs)
     write_text_atomic(out / "README.md", redact_text(card))
     add_harness_files(Path(workdir), snapshot, out, configs, embedder, item_filter)
@@ -191,7 +192,7 @@ def push_to_hub(folder: str | Path, repo_id: str, *, api: HubApi | None = None) 
     """Upload an exported folder to a dataset repo and tag the commit with the release id.
     Needs a Hugging Face token (``HF_TOKEN`` or ``huggingface-cli login``)."""
     folder = Path(folder)
-    release_id = json.loads((folder / "manifest.json").read_text())["release_id"]
+    release_id = json.loads((folder / RELEASE_MANIFEST).read_text())["release_id"]
     if api is None:
         from huggingface_hub import HfApi
 

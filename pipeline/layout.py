@@ -50,7 +50,14 @@ from pipeline.schemas import (
     SNAPSHOT_TABLES,
     TEMPORAL_SCHEMA_VERSION,
 )
-from pipeline.stage_folders import stage_file
+from pipeline.stage_folders import (
+    GENERATION_MARKER,
+    LABEL_MARKER,
+    LEDGER_MARKER,
+    RELEASE_MANIFEST,
+    SNAPSHOT_MARKER,
+    stage_file,
+)
 from pipeline.storage import file_sha256, read_parquet, write_json_atomic
 
 WORKDIR_VERSION = 1
@@ -278,7 +285,7 @@ def snapshot_dir(workdir: str | Path, snapshot_date: date | str) -> Path:
 
 def is_complete(workdir: str | Path, snapshot_date: date | str) -> bool:
     """True when a snapshot finished building (its ``snapshot.json`` exists)."""
-    return (snapshot_dir(workdir, snapshot_date) / "snapshot.json").exists()
+    return (snapshot_dir(workdir, snapshot_date) / SNAPSHOT_MARKER).exists()
 
 
 def list_snapshots(workdir: str | Path) -> list[str]:
@@ -290,13 +297,13 @@ def list_snapshots(workdir: str | Path) -> list[str]:
     return sorted(
         p.name
         for p in root.iterdir()
-        if not p.name.startswith((".", "_")) and (p / "snapshot.json").is_file()
+        if not p.name.startswith((".", "_")) and (p / SNAPSHOT_MARKER).is_file()
     )
 
 
 def read_snapshot_summary(workdir: str | Path, snapshot_date: date | str) -> SnapshotSummary:
     """The stored summary of a complete snapshot."""
-    path = snapshot_dir(workdir, snapshot_date) / "snapshot.json"
+    path = snapshot_dir(workdir, snapshot_date) / SNAPSHOT_MARKER
     if not path.exists():
         raise WikidriftError(
             f"no complete snapshot {snapshot_date} in {workdir} (run `wikidrift snapshot`)"
@@ -362,7 +369,7 @@ def read_labels(
 ) -> pa.Table:
     """The sentence labels of a finished labeling run (optionally only some pages)."""
     path = labels_dir(workdir, old, new)
-    if not (path / "summary.json").exists():
+    if not (path / LABEL_MARKER).exists():
         raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
     return read_parquet(
         path / "sentence_labels.parquet",
@@ -374,7 +381,7 @@ def read_labels(
 
 def read_label_summary(workdir: str | Path, old: str, new: str) -> LabelSummary:
     """The stored summary of a finished labeling run."""
-    path = labels_dir(workdir, old, new) / "summary.json"
+    path = labels_dir(workdir, old, new) / LABEL_MARKER
     if not path.exists():
         raise WikidriftError(f"no labels {old} -> {new} in {workdir} (run `wikidrift label`)")
     return read_marker(path, LabelSummary)
@@ -387,7 +394,7 @@ def generated_dir(workdir: str | Path, snapshot: str) -> Path:
 
 def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSummary:
     """The stored summary of a finished generation run."""
-    path = generated_dir(workdir, snapshot) / "run.json"
+    path = generated_dir(workdir, snapshot) / GENERATION_MARKER
     if not path.exists():
         raise WikidriftError(f"no generation run for {snapshot} in {workdir}")
     return read_marker(path, GenerationSummary)
@@ -418,7 +425,9 @@ def ledger_snapshots(workdir: str | Path) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(
-        p.name for p in root.iterdir() if not p.name.startswith(".") and (p / "state.json").exists()
+        p.name
+        for p in root.iterdir()
+        if not p.name.startswith(".") and (p / LEDGER_MARKER).exists()
     )
 
 
@@ -442,7 +451,7 @@ def read_evidence(workdir: str | Path, snapshot: str) -> pa.Table:
 
 def read_ledger_summary(workdir: str | Path, snapshot: str) -> LedgerSummary:
     """The stored summary of a maintenance step."""
-    path = ledger_dir(workdir, snapshot) / "state.json"
+    path = ledger_dir(workdir, snapshot) / LEDGER_MARKER
     if not path.exists():
         raise WikidriftError(f"the ledger has not been brought to {snapshot} in {workdir}")
     return read_marker(path, LedgerSummary)
@@ -486,13 +495,13 @@ def list_releases(workdir: str | Path) -> list[str]:
     if not root.is_dir():
         return []
     return sorted(
-        p.name for p in root.iterdir() if "." not in p.name and (p / "manifest.json").exists()
+        p.name for p in root.iterdir() if "." not in p.name and (p / RELEASE_MANIFEST).exists()
     )
 
 
 def read_manifest(workdir: str | Path, snapshot: str) -> ReleaseManifest:
     """The manifest of the current release of ``snapshot``."""
-    path = release_dir(workdir, snapshot) / "manifest.json"
+    path = release_dir(workdir, snapshot) / RELEASE_MANIFEST
     if not path.exists():
         raise WikidriftError(f"no release {snapshot} in {workdir} (run `wikidrift release`)")
     return read_marker(path, ReleaseManifest)

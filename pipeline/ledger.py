@@ -60,6 +60,7 @@ from pipeline.layout import (
 from pipeline.markers import LedgerSummary
 from pipeline.schemas import LEDGER_EVIDENCE_SCHEMA, LEDGER_ITEMS_SCHEMA, LEDGER_SCHEMA_VERSION
 from pipeline.stage import Stage, Tools, job_digest, run_stage
+from pipeline.stage_folders import LEDGER_MARKER
 from pipeline.storage import (
     publish_state_dir,
     recover_state_dirs,
@@ -71,7 +72,7 @@ from pipeline.storage import (
 def recover_ledger(workdir: str | Path) -> list[str]:
     """Repair what a killed ledger update left (call under the ledger lock); returns one line
     per repair (see :func:`~pipeline.storage.recover_state_dirs`)."""
-    return recover_state_dirs(Path(workdir) / "ledger")
+    return recover_state_dirs(Path(workdir) / "ledger", LEDGER_MARKER)
 
 
 def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:
@@ -165,7 +166,7 @@ def plan_ledger(workdir: str | Path, snapshot: str, previous: str | None) -> Led
     if previous is not None:
         if previous >= snapshot:
             raise WikidriftError(f"ledger steps go forward in time, got {previous} -> {snapshot}")
-        if not (ledger_dir(workdir, previous) / "state.json").exists():
+        if not (ledger_dir(workdir, previous) / LEDGER_MARKER).exists():
             raise WikidriftError(
                 f"the ledger has not been brought to {previous} yet; build that release first"
             )
@@ -183,7 +184,7 @@ def plan_ledger(workdir: str | Path, snapshot: str, previous: str | None) -> Led
 def prepare_ledger(job: LedgerJob, force: bool) -> LedgerSummary | None:
     """The stored state when this ledger step was done from the same inputs and the same
     previous snapshot (and not ``force``), else None (the step runs)."""
-    stored = None if force else own_marker(job.out / "state.json", LedgerSummary)
+    stored = None if force else own_marker(job.out / LEDGER_MARKER, LedgerSummary)
     if done_before(stored, job.inputs_digest, job.out) and stored.previous == job.previous:
         stored.already_done = True
         return stored
@@ -370,7 +371,7 @@ def _write(
             schema_version=LEDGER_SCHEMA_VERSION,
         )
         summary.outputs = output_fingerprints(tmp, LEDGER_FILES)
-        write_json_atomic(tmp / "state.json", asdict(summary))
+        write_json_atomic(tmp / LEDGER_MARKER, asdict(summary))
 
     publish_state_dir(out, write)
     return summary

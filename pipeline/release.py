@@ -76,6 +76,7 @@ from pipeline.release_items import release_counts, release_item_tables
 from pipeline.release_sources import Revisions, sources_table, wiki_site
 from pipeline.schemas import LABELS_SCHEMA, RELEASE_SCHEMA_VERSION, RELEASE_TABLES
 from pipeline.stage import Stage, Tools, run_stage
+from pipeline.stage_folders import LEDGER_MARKER, RELEASE_MANIFEST
 from pipeline.storage import (
     file_sha256,
     publish_dir,
@@ -202,7 +203,7 @@ def plan_release(
 ) -> ReleaseJob:
     """Describe the release of ``snapshot`` and the digest of what it is built from."""
     workdir = Path(workdir)
-    if not (ledger_dir(workdir, snapshot) / "state.json").exists():
+    if not (ledger_dir(workdir, snapshot) / LEDGER_MARKER).exists():
         raise WikidriftError(
             f"the ledger has no state for {snapshot}: generate items and update the ledger first "
             "(`wikidrift run` does every stage)"
@@ -226,7 +227,7 @@ def prepare_release(job: ReleaseJob, new_revision: bool) -> ReleaseManifest | No
     one is in the way and no new revision was asked for."""
     if not job.out.exists():
         return None
-    existing = own_marker(job.out / "manifest.json", ReleaseManifest)
+    existing = own_marker(job.out / RELEASE_MANIFEST, ReleaseManifest)
     intact = existing is not None and outputs_intact(
         job.out, {n: f["sha256"] for n, f in existing.files.items()}
     )
@@ -279,7 +280,7 @@ def _release_contents(job: ReleaseJob) -> tuple[dict[str, pa.Table], ReleaseMani
     workdir, snapshot, previous, out = Path(job.workdir), job.snapshot, job.previous, job.out
     revision = 1
     if out.exists():
-        existing = own_marker(out / "manifest.json", ReleaseManifest)
+        existing = own_marker(out / RELEASE_MANIFEST, ReleaseManifest)
         revision = existing.revision + 1 if existing else _next_revision(workdir, snapshot)
 
     aside = releases_root(workdir) / f"{snapshot}.r{revision - 1}"
@@ -361,7 +362,7 @@ def _publish_release(
             }
             for p in sorted(tmp.iterdir())
         }
-        write_json_atomic(tmp / "manifest.json", _manifest_dict(manifest))
+        write_json_atomic(tmp / RELEASE_MANIFEST, _manifest_dict(manifest))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -388,7 +389,7 @@ _REVISION = re.compile(r"^(\d{4}-\d{2}-\d{2})\.r(\d+)$")
 
 def _revision_of(path: Path) -> int | None:
     try:
-        return int(json.loads((path / "manifest.json").read_text())["revision"])
+        return int(json.loads((path / RELEASE_MANIFEST).read_text())["revision"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -32,6 +32,7 @@ from pipeline.release_sources import (
     wiki_site,
 )
 from pipeline.schemas import RELEASE_TABLES, release_files
+from pipeline.stage_folders import RELEASE_MANIFEST
 from pipeline.storage import file_sha256
 from pipeline.temporal.checks import temporal_problems
 from pipeline.temporal.tables import temporal_tables
@@ -85,7 +86,7 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
             f"the release before {snapshot} in {releases_root(workdir)} is {previous} "
             "(the ledger invariant is checked against the latter)"
         )
-    on_disk = {p.name for p in out.iterdir() if p.name != "manifest.json"}
+    on_disk = {p.name for p in out.iterdir() if p.name != RELEASE_MANIFEST}
     for name in sorted(on_disk - set(manifest.files)):
         problems.append(f"{out / name}: file not listed in manifest.json")
     for name, meta in sorted(manifest.files.items()):

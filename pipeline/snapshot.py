@@ -58,6 +58,7 @@ from pipeline.shards import (
 )
 from pipeline.sources import ArticleSelection, SnapshotSource, normalize_title
 from pipeline.stage import Stage, Tools, run_stage
+from pipeline.stage_folders import SNAPSHOT_MARKER
 from pipeline.storage import write_json_atomic
 from pipeline.text import SentenceSplitter, sentence_hash, wikitext_to_paragraphs
 
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 TEXT_PIPELINE_VERSION = "text-1"
 
 SNAPSHOT_FOLDER = ShardedFolder(
-    "snapshot.json", SnapshotSummary, tuple(f"{name}.parquet" for name in SNAPSHOT_TABLES)
+    SNAPSHOT_MARKER, SnapshotSummary, tuple(f"{name}.parquet" for name in SNAPSHOT_TABLES)
 )
 
 

@@ -10,6 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# Each stage's done-marker: the file written last into its folder, which says the folder is
+# whole (the release's is also its published manifest).
+SNAPSHOT_MARKER = "snapshot.json"
+LABEL_MARKER = "summary.json"
+GENERATION_MARKER = "run.json"
+LEDGER_MARKER = "state.json"
+TEMPORAL_MARKER = "state.json"
+RELEASE_MANIFEST = "manifest.json"
+
 
 @dataclass(frozen=True)
 class StageFolder:
@@ -24,29 +33,31 @@ class StageFolder:
 STAGE_FOLDERS: dict[str, StageFolder] = {
     "snapshots": StageFolder(
         "snapshot",
-        "snapshot.json",
+        SNAPSHOT_MARKER,
         "wikidrift snapshot --date {key} --workdir {workdir} --force",
         " (with the --source / --input / --config it was built from)",
     ),
     "labels": StageFolder(
         "label",
-        "summary.json",
+        LABEL_MARKER,
         "wikidrift label --old {old} --new {new} --workdir {workdir} --force",
     ),
     "generated": StageFolder(
-        "generate", "run.json", "wikidrift generate --snapshot {key} --workdir {workdir} --force"
+        "generate",
+        GENERATION_MARKER,
+        "wikidrift generate --snapshot {key} --workdir {workdir} --force",
     ),
     # `wikidrift release` brings the ledger and the temporal questions up to date first, and
     # each of them rebuilds its own damaged files.
     "ledger": StageFolder(
-        "ledger", "state.json", "wikidrift release --snapshot {key} --workdir {workdir}"
+        "ledger", LEDGER_MARKER, "wikidrift release --snapshot {key} --workdir {workdir}"
     ),
     "temporal": StageFolder(
-        "temporal", "state.json", "wikidrift release --snapshot {key} --workdir {workdir}"
+        "temporal", TEMPORAL_MARKER, "wikidrift release --snapshot {key} --workdir {workdir}"
     ),
     "releases": StageFolder(
         "release",
-        "manifest.json",
+        RELEASE_MANIFEST,
         "wikidrift release --snapshot {key} --workdir {workdir} --force",
     ),
 }

@@ -298,11 +298,11 @@ def publish_dir(tmp: Path, out: Path, old: Path) -> bool:
     return True
 
 
-def recover_state_dirs(root: Path) -> list[str]:
+def recover_state_dirs(root: Path, marker: str) -> list[str]:
     """Repair what a killed update of a ``<root>/<snapshot>/`` state folder left (call under
     the stage's lock); returns one line per repair. A state moved aside (``.<snapshot>.old``)
-    but not replaced is put back; every other hidden folder (an unfinished update, or a
-    replaced state) is deleted."""
+    with its ``marker`` file but not replaced is put back; every other hidden folder (an
+    unfinished update, or a replaced state) is deleted."""
     if not root.is_dir():
         return []
     done: list[str] = []
@@ -311,7 +311,7 @@ def recover_state_dirs(root: Path) -> list[str]:
             continue
         snap = p.name[1:].split(".", 1)[0]
         out = root / snap
-        if p.name == f".{snap}.old" and not out.exists() and (p / "state.json").exists():
+        if p.name == f".{snap}.old" and not out.exists() and (p / marker).exists():
             p.rename(out)
             done.append(f"restored the state of {snap}")
         else:

@@ -56,6 +56,7 @@ from pipeline.models.llm.base import LLMBackend, LLMRequest
 from pipeline.schemas import GENERATED_SCHEMA_VERSION, GENERATED_TABLES
 from pipeline.shards import MergedParts, ShardedFolder, ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
+from pipeline.stage_folders import GENERATION_MARKER, LABEL_MARKER
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ log = logging.getLogger(__name__)
 GENERATOR_VERSION = "generate-6"
 
 GENERATED_FOLDER = ShardedFolder(
-    "run.json", GenerationSummary, tuple(f"{name}.parquet" for name in GENERATED_TABLES)
+    GENERATION_MARKER, GenerationSummary, tuple(f"{name}.parquet" for name in GENERATED_TABLES)
 )
 
 
@@ -84,7 +85,7 @@ def _inputs_digest(
             )
     if (
         previous is not None
-        and not (labels_dir(workdir, previous, snapshot) / "summary.json").exists()
+        and not (labels_dir(workdir, previous, snapshot) / LABEL_MARKER).exists()
     ):
         raise WikidriftError(
             f"no labels {previous} -> {snapshot} in {workdir} (run `wikidrift label`)"

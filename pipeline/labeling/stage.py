@@ -45,6 +45,7 @@ from pipeline.models.vector_cache import ResultCache, VectorCache
 from pipeline.schemas import LABELS, LABELS_SCHEMA, LABELS_SCHEMA_VERSION
 from pipeline.shards import MergedParts, ShardedFolder, ShardedOutput, chunk_sizes, chunked
 from pipeline.stage import Stage, Tools, job_digest, run_stage
+from pipeline.stage_folders import LABEL_MARKER
 from pipeline.storage import (
     read_parquet,
     write_json_atomic,
@@ -56,7 +57,7 @@ log = logging.getLogger(__name__)
 # The snapshot tables a labeling run reads, and the files it writes besides summary.json.
 _INPUT_TABLES = ("articles", "sentences")
 LABEL_FILES = ("sentence_labels.parquet", "fact_guard_flips.json")
-LABEL_FOLDER = ShardedFolder("summary.json", LabelSummary, LABEL_FILES)
+LABEL_FOLDER = ShardedFolder(LABEL_MARKER, LabelSummary, LABEL_FILES)
 
 
 def _input_files(workdir: Path, old: str, new: str) -> list[Path]:

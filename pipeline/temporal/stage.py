@@ -34,6 +34,7 @@ from pipeline.models.llm.base import LLMBackend
 from pipeline.release_items import release_item_tables
 from pipeline.schemas import TEMPORAL_QUESTIONS_SCHEMA, TEMPORAL_SCHEMA_VERSION
 from pipeline.stage import Stage, Tools, job_digest, run_stage
+from pipeline.stage_folders import TEMPORAL_MARKER
 from pipeline.storage import (
     publish_state_dir,
     recover_state_dirs,
@@ -110,7 +111,7 @@ def plan_temporal(
 def prepare_temporal(job: TemporalJob, force: bool) -> TemporalSummary | None:
     """The stored state when these temporal questions were built from the same inputs (and
     not ``force``), else None (the stage runs)."""
-    stored = None if force else own_marker(job.out / "state.json", TemporalSummary)
+    stored = None if force else own_marker(job.out / TEMPORAL_MARKER, TemporalSummary)
     if done_before(stored, job.inputs_digest, job.out):
         stored.already_done = True
         return stored
@@ -125,7 +126,7 @@ TEMPORAL_STAGE: Stage[TemporalJob, TemporalSummary] = Stage(
     part_sizes=lambda job: [0],
     run_part=lambda job, index, tools: _phrase(job, tools.backend),
     finalize=lambda job, results, seconds: _write(job.out, *results[0]),
-    recover=lambda workdir: recover_state_dirs(workdir / "temporal"),
+    recover=lambda workdir: recover_state_dirs(workdir / "temporal", TEMPORAL_MARKER),
 )
 
 
@@ -160,7 +161,7 @@ def _phrase(job: TemporalJob, backend: LLMBackend) -> tuple[list[dict], Temporal
     templated = job.phrasing == "template"
     generator = template_id() if templated else f"{backend.backend_id}:{backend.model}"
     digest, inputs, max_new, out = job.inputs_digest, job.inputs, job.max_new, job.out
-    mine = own_marker(out / "state.json", TemporalSummary)
+    mine = own_marker(out / TEMPORAL_MARKER, TemporalSummary)
 
     # Questions phrased before: at the previous snapshot, and by an earlier run at this one
     # (a run that deferred some, or a re-run after the ledger changed) unless that run's
@@ -254,7 +255,7 @@ def _write(out: Path, rows: list[dict], summary: TemporalSummary) -> TemporalSum
             schema_version=TEMPORAL_SCHEMA_VERSION,
         )
         summary.outputs = output_fingerprints(tmp, ["questions.parquet"])
-        write_json_atomic(tmp / "state.json", asdict(summary))
+        write_json_atomic(tmp / TEMPORAL_MARKER, asdict(summary))
 
     publish_state_dir(out, write)
     return summary
