@@ -188,7 +188,11 @@ def good_answer(request: LLMRequest) -> str:
             parts = [" ".join(words), " ".join(words[half:]), " ".join(words[:half])]
             turns.append(
                 {
-                    "user": (f"Tell me about {title}.", "What else?", "And then?")[k],
+                    "user": (
+                        f"Tell me about {title}.",
+                        f"What else about {title}?",
+                        f"And then, for {title}?",
+                    )[k],
                     "expert": parts[(k // len(idx)) % 3],
                     "sentence": i,
                 }
