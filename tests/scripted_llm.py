@@ -179,13 +179,14 @@ def good_answer(request: LLMRequest) -> str:
         return json.dumps({"answer": line_after(request, "Sentence:")})
     if request.purpose == "dialogue":
         idx = [i for i, _ in sents]
+        uses = [idx[k % len(idx)] for k in range(3)]
         turns = []
-        for k in range(3):
-            i = idx[k % len(idx)]
-            # A sentence used again gives another part of itself, not the same reply.
+        for k, i in enumerate(uses):
+            # A sentence used n times gives each turn its own n-th of its words: no reply
+            # says only what an earlier one said.
             words = dict(sents)[i].split()
-            half = len(words) // 2
-            parts = [" ".join(words), " ".join(words[half:]), " ".join(words[:half])]
+            n, j = uses.count(i), uses[:k].count(i)
+            part = words[j * len(words) // n : (j + 1) * len(words) // n]
             turns.append(
                 {
                     "user": (
@@ -193,7 +194,7 @@ def good_answer(request: LLMRequest) -> str:
                         f"What else about {title}?",
                         f"And then, for {title}?",
                     )[k],
-                    "expert": parts[(k // len(idx)) % 3],
+                    "expert": " ".join(part).rstrip(".,;:") + ".",
                     "sentence": i,
                 }
             )
@@ -358,6 +359,9 @@ def _dialogue_fault(kind: str, request: LLMRequest) -> str:
     if kind == "repeat":
         good["turns"][2] = good["turns"][0] | {"user": "Could you say that again?"}
         return json.dumps(good)
+    if kind == "cut_reply":  # stopped mid-phrase
+        good["turns"][0]["expert"] = good["turns"][0]["expert"].rstrip(".") + " and"
+        return json.dumps(good)
     if kind == "adds_claims":  # grounded enough by word share, but it says more
         good["turns"][0]["expert"] += " Critics called it a remarkable triumph."
         return json.dumps(good)
@@ -428,6 +432,7 @@ DIALOGUE_FAULTS = [
     "not_a_list",
     "ungrounded_turn",
     "repeat",
+    "cut_reply",
     "adds_claims",
     "out_of_range",
     "outside_input",
@@ -479,6 +484,7 @@ FAULT_REASONS = {
     "same_entity": "subject_equals_object",
     "pronoun": "vague_entity",
     "repeat": "repeated_turn",
+    "cut_reply": "turn_cut_off",
     "adds_claims": "turn_adds_claims",
     "out_of_range": "evidence_out_of_range",
     "outside_input": "evidence_outside_input",

@@ -24,6 +24,7 @@ from pipeline.generate.grammar_checks import (
     answers_kind,
     asks_for,
     is_cut_off,
+    names_no_subject,
     reply_additions,
     user_premise_problem,
 )
@@ -218,15 +219,16 @@ def parse_dialogue(task: DialogueTask, response: LLMResponse, generator: str) ->
 
 
 def _repeated_turns(turns: Sequence[DialogueTurn]) -> str:
-    """Which expert replies say (almost) the same as an earlier one: 80% of their content
-    words shared both ways. A short paragraph may serve two turns from one sentence, but
-    then each must bring a different detail."""
+    """Which expert replies say little an earlier one did not: 80% of their content words in
+    one earlier reply ("Paying for College is a tool that estimates ..." after a reply that
+    described it). A short paragraph may serve two turns from one sentence, but then each
+    must bring a different detail."""
     seen: list[tuple[int, set[str]]] = []
     for t in turns:
         words = set(content_words(t.expert))
         for idx, earlier in seen:
             shared = len(words & earlier)
-            if words and earlier and shared >= 0.8 * max(len(words), len(earlier)):
+            if words and earlier and shared >= 0.8 * len(words):
                 return f"turn {t.turn_idx} repeats turn {idx}"
         seen.append((t.turn_idx, words))
     return ""
@@ -321,7 +323,10 @@ class DialogueChecks:
                 said = [t.evidence_text, dialogue.title]
                 said += [text for u in dialogue.turns[:k] for text in (u.user, u.expert)]
                 premise = user_premise_problem(t.user, said)
+                # the opening question is all a reader has to go on: it must name its subject
+                unnamed = names_no_subject(t.user, dialogue.title) if k == 0 else ""
                 checks += [
+                    Check("question_names_nothing", not unnamed, unnamed),
                     Check("turn_premise_unstated", not premise, premise),
                     Check("turn_cut_off", not cut, ", ".join(cut)),
                     Check("turn_adds_claims", not added, added),

@@ -81,7 +81,8 @@ REASONS: dict[str, str] = {
     "holds no date / number / name",
     "generic_subject": "a quadruple's subject names no one and nothing in particular (no name, "
     "no number, no word of the title): 'Analysts', 'the collaboration'",
-    "repeated_turn": "an expert reply repeats an earlier reply of the same dialogue",
+    "repeated_turn": "an expert reply says little that an earlier reply of the same dialogue "
+    "did not (most of its content words are in one earlier reply)",
     "garbled_text": "a letter of a script that the evidence does not use (a decoding glitch)",
     "duplicate": "the same question / fact was already kept for this article",
     "object_too_long": "a quadruple's object is a clause rather than an entity or value",

@@ -165,14 +165,14 @@ def test_out_of_range_turn_is_typed_unlabeled_and_rejected(
 
 
 TURN_SENTENCES = {
-    10: "In 2015, Karpathy joined OpenAI as a founding member.",
+    10: "In 2015, Karpathy joined OpenAI as a founding member, working on deep learning.",
     11: "In 2017, he became the director of artificial intelligence at Tesla.",
 }
 # Turn k replies from sentence 10 + k % 2; the third turn brings another detail of sentence 10.
 TURN_EXPERTS = [
     "Karpathy joined OpenAI in 2015 as one of its founding members.",
     "He became Tesla's director of artificial intelligence in 2017.",
-    "He was among the founding members of OpenAI.",
+    "At OpenAI he worked on deep learning.",
     "Tesla hired him in 2017 to direct its artificial intelligence work.",
 ]
 
@@ -181,7 +181,7 @@ def dialogue(n: int = 3, **turn_over: object) -> Dialogue:
     turns = [
         DialogueTurn(
             turn_idx=k,
-            user=("Tell me about him.", "And then?", "What else?", "Go on.")[k % 4],
+            user=("Tell me about Karpathy.", "And then?", "What else?", "Go on.")[k % 4],
             expert=TURN_EXPERTS[k % 4],
             evidence_sent_idx=[10 + k % 2],
             evidence_text=TURN_SENTENCES[10 + k % 2],
@@ -235,7 +235,7 @@ CASES = [
     # the question grammar (spaCy): each turn of a dialogue
     (
         lambda: QUESTIONS.score_turns(
-            dialogue(expert="In 2015, Karpathy became a founding member of OpenAI and")
+            dialogue(expert="In 2015, Karpathy joined OpenAI, working on deep learning and")
         )[-1],
         "turn_cut_off",
     ),
@@ -252,6 +252,16 @@ CASES = [
     (
         lambda: QUESTIONS.score_turns(dialogue(user="What is his most recent role at OpenAI?"))[-1],
         "turn_premise_unstated",
+    ),
+    # an opening question that names nothing (real, from a Warner Bros. Discovery dialogue)
+    (
+        lambda: QUESTIONS.score_turns(dialogue(1, user="What is the new company called?"))[0],
+        "question_names_nothing",
+    ),
+    # a reply that says nothing an earlier reply did not (a part of it)
+    (
+        lambda: V.score_turns(dialogue(expert="He joined OpenAI as a founding member."))[-1],
+        "repeated_turn",
     ),
 ]
 
@@ -305,5 +315,6 @@ def test_grounded_expert_turns_pass(expert: str) -> None:
 def test_ungrounded_expert_turns_are_rejected(expert: str, why: str) -> None:
     verdict = V.score_dialogue(dialogue(expert=expert), n_sentences=20)
     assert verdict.reason == "turn_not_grounded"
-    assert "turn 2" in verdict.detail and why in verdict.detail
-    assert "turn 0" not in verdict.detail and "turn 1" not in verdict.detail
+    detail = next(c.detail for c in verdict.failures if c.name == "turn_not_grounded")
+    assert "turn 2" in detail and why in detail
+    assert "turn 0" not in detail and "turn 1" not in detail

@@ -284,7 +284,7 @@ def test_later_snapshot_quadruples(runs: Runs) -> None:
 def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs) -> None:
     rejects = _table(runs, OLD, "rejects") + _table(runs, NEW, "rejects")
     injected = runs.responder.injected
-    assert len(injected) == 10 + 5 + 2 + 1 + 9 + 11
+    assert len(injected) == 10 + 5 + 2 + 1 + 10 + 11
     for purpose, fault in injected:
         reason = expected_reason(purpose, fault)
         # a failed round-trip check rejects the QA pair it asked back
