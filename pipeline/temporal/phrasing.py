@@ -28,7 +28,7 @@ from pipeline.text_checks import (
 
 PROMPT = "temporal_question"
 # Part of the stage's digest: stored phrasings are checked again when the checks change.
-CHECKS_VERSION = 3
+CHECKS_VERSION = 4
 MAX_WORDS = 40
 REASONS = (
     "no_usable_answer",
