@@ -94,10 +94,30 @@ def _live_questions(stored: list[dict], facts: list[Fact]) -> list[tuple[Questio
 
 
 # --------------------------------------------------------------------------- timelines
+def _unchanged_since(
+    workdir: Path, snapshot: str, page_id: int, idx: Sequence[int], seen: dict[str, dict]
+) -> str:
+    """The first snapshot from which the sentence ``idx`` of ``page_id`` at ``snapshot``
+    stood unchanged: back through the labels while each pair labels it ``unchanged`` from one
+    old sentence (``seen`` keeps each pair's labels, by page and new index, across calls)."""
+    start = snapshot
+    while len(idx) == 1 and (before := ledger_previous(workdir, start)) is not None:
+        if start not in seen:
+            table = read_labels(workdir, before, start).to_pylist()
+            seen[start] = {(r["page_id"], r["new_idx"]): r for r in table}
+        row = seen[start].get((page_id, idx[0]))
+        if row is None or row["label"] != "unchanged":
+            break
+        start, idx = before, row["old_idx"] or []
+    return start
+
+
 def _qa_chain_rows(workdir: Path, items: list[dict], revisions: Revisions) -> list[dict]:
-    """Two intervals per changed QA pair: its earlier answer from the snapshot before it was
-    made, its current answer from then until its evidence changed (or still open)."""
+    """Two intervals per changed QA pair: its earlier answer from the first snapshot whose
+    sentence said it (back through unchanged labels) to the snapshot the pair was made, its
+    current answer from then until its evidence changed (or still open)."""
     changed = [it for it in items if it["kind"] == "qa" and it["type_at_creation"] == "changed"]
+    seen: dict[str, dict] = {}
     by_snapshot: dict[str, list[dict]] = defaultdict(list)
     for it in changed:
         by_snapshot[it["created_snapshot"]].append(it)
@@ -136,7 +156,9 @@ def _qa_chain_rows(workdir: Path, items: list[dict], revisions: Revisions) -> li
                 base
                 | {
                     "interval_idx": 0,
-                    "interval_start": before,
+                    "interval_start": _unchanged_since(
+                        workdir, before, it["page_id"], was[0], seen
+                    ),
                     "interval_end": created,
                     "answer": it["previous_answer"],
                     "evidence_id": sentence_id(before, it["page_id"], was[0]),

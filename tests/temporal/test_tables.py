@@ -10,6 +10,7 @@ import pyarrow as pa
 from pipeline.export_hf import export_hf, split_name
 from pipeline.layout import (
     read_items,
+    read_labels,
     read_manifest,
     read_release_table,
     read_snapshot_table,
@@ -89,6 +90,25 @@ def test_timelines_give_one_answer_per_interval(released_workdir: Path) -> None:
             item = items[qid]
             assert [r["answer"] for r in intervals] == [item["previous_answer"], item["answer"]]
             assert intervals[1]["interval_start"] == item["created_snapshot"]
+            # the earlier answer holds from the first snapshot whose sentence said it, back
+            # through the labels that kept that sentence unchanged
+            start = item["created_snapshot"]
+            _, _, (idx,) = parse_sentence_id(intervals[0]["evidence_id"])
+            idx_at = [idx]
+            for old, new in reversed(list(zip(STAGE_DATES, STAGE_DATES[1:], strict=False))):
+                if new >= item["created_snapshot"]:
+                    continue
+                labels = read_labels(released_workdir, old, new).to_pylist()
+                row = next(
+                    (r for r in labels if r["page_id"] == item["page_id"]
+                     and [r["new_idx"]] == idx_at),
+                    None,
+                )  # fmt: skip
+                if row is None or row["label"] != "unchanged":
+                    break
+                start, idx_at = old, row["old_idx"]
+            start = min(start, STAGE_DATES[STAGE_DATES.index(item["created_snapshot"]) - 1])
+            assert intervals[0]["interval_start"] == start
 
 
 def test_relations_link_existing_endpoints(released_workdir: Path) -> None:
