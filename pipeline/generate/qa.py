@@ -28,6 +28,7 @@ from pipeline.generate.answer_check import answer_checks, disagreements
 from pipeline.generate.answer_spans import AnswerSpan, answer_spans, changed_values, range_part
 from pipeline.generate.grammar_checks import (
     answer_attachment,
+    is_cut_off,
     names_no_subject,
     premise_problem,
     side_problem,
@@ -171,6 +172,8 @@ RETRY_HINTS: dict[str, str] = {
     "answer_check_failed": "asked with only the sentence in view, the question gets another "
     "answer. Ask about a fact the sentence states plainly, with exactly one answer.",
     "question_names_nothing": "the question does not name who or what it is about.",
+    "question_cut_off": "the question stops mid-phrase: write a shorter question that ends "
+    "with a question mark.",
     "question_premise_unstated": "the question says something its sentence does not say. Use "
     "only the sentence's own words and facts.",
     "question_side_unstated": "the question puts someone on the wrong side: keep who did what "
@@ -484,6 +487,7 @@ class QAChecks:
         sources = [item.evidence_text, item.title]
         if item.type == "changed":
             sources.append(item.old_evidence_text or "")
+        cut = is_cut_off(item.question, MAX_CHARS["question"])
         unnamed = names_no_subject(item.question, item.title)
         unstated = premise_problem(item.question, sources)
         sided = side_problem(item.question, sources)
@@ -495,6 +499,7 @@ class QAChecks:
                 item.question, item.previous_answer or "", [item.old_evidence_text or ""]
             )
         return [
+            Check("question_cut_off", not cut, item.question[-40:] if cut else ""),
             Check("question_names_nothing", not unnamed, unnamed),
             Check("question_premise_unstated", not unstated, unstated),
             Check("question_side_unstated", not sided, sided),

@@ -57,6 +57,8 @@ REASONS: dict[str, str] = {
     "subject_equals_object": "subject and object are the same after normalization (or the "
     "object is a part of the subject)",
     "quadruple_not_grounded": "the subject (or the title) or the object is not in the evidence",
+    "question_cut_off": "a QA question stops mid-phrase (no closing punctuation, or it filled "
+    "its length cap)",
     "question_names_nothing": "the question names no one and nothing (no name, no word of "
     "the title): it leans on a page the player does not see",
     "question_premise_unstated": "the question says a thing, name, number or action its "

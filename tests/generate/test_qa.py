@@ -413,6 +413,13 @@ CASES = [
         "garbled_text",
     ),
     # the question grammar (spaCy): premise, attachment, a name
+    (  # stopped mid-phrase (make run, Jack Smith: "...; and whether")
+        lambda: QUESTIONS.score_qa(
+            qa(question="When did Karpathy join OpenAI as a founding member and whether"),
+            n_sentences=20,
+        ),
+        "question_cut_off",
+    ),
     (
         lambda: QUESTIONS.score_qa(
             qa(question="When did the spokesperson confirm the news?"), n_sentences=20
