@@ -26,6 +26,8 @@ from pipeline.facts import Value, fold, same_value, sentence_values
 
 _WORD_RE = re.compile(r"\w+(?:[.'’]\w+)*|[^\w\s]")
 _ARTICLES = frozenset(["the", "a", "an"])
+# Legal forms a company's name may carry or drop without becoming another company.
+_LEGAL_FORMS = frozenset(["inc", "corp", "co", "ltd", "llc", "plc", "lp", "gmbh", "ag", "sa"])
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class SlotDiff:
     kept_new: float  # share of the new sentence's words found in place in the old one
     deleted_words: str  # old words that are gone or replaced
     inserted_words: str  # new words that were inserted or stand in for old ones
+    # capitalised words added at or dropped from one end of a name kept in place ("HBO Max"
+    # -> "Max", "Haas F1 Team" -> "MoneyGram Haas F1 Team"): maybe another name
+    name_edges: tuple[str, ...] = ()
 
 
 def _words(text: str) -> list[tuple[str, int, int]]:
@@ -64,6 +69,32 @@ def _words(text: str) -> list[tuple[str, int, int]]:
 def _token_range(words: list[tuple[str, int, int]], start: int, end: int) -> tuple[int, int]:
     inside = [k for k, (_, s, e) in enumerate(words) if s < end and start < e]
     return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def _capitalised(text: str) -> bool:
+    return text[:1].isupper()
+
+
+def _name_edge(text: str, words: list[tuple[str, int, int]], lo: int, hi: int) -> str | None:
+    """The words ``words[lo:hi]`` (all inserted, or all deleted) when they are capitalised and
+    stand at one end of a capitalised word kept beside them: a name grown or cut at its start
+    or end. Words between two capitalised words (a middle name), a legal form ("Inc."), and
+    the sentence's first word do not count; punctuation is no name."""
+    span = [text[s:e] for _, s, e in words[lo:hi]]
+    if lo == 0 or not all(w[:1].isalnum() and _capitalised(w) for w in span):
+        return None
+    if all(fold(w) in _LEGAL_FORMS for w in span):
+        return None
+    left = text[words[lo - 1][1] : words[lo - 1][2]]
+    right = text[words[hi][1] : words[hi][2]] if hi < len(words) else ""
+    possessive = ("'s", "’s")  # an owner, not part of the name beside it
+    if span[-1].endswith(possessive):
+        return None
+    left_name = _capitalised(left) and not left.endswith(possessive)
+    if left_name and _capitalised(right):
+        return None
+    # the sentence's first word is capitalised whatever it is
+    return " ".join(span) if (left_name and lo - 1 > 0) or _capitalised(right) else None
 
 
 def compare_slots(
@@ -170,6 +201,7 @@ def compare_slots(
     kept_old = kept_new = 0
     deleted: list[str] = []
     inserted: list[str] = []
+    edges: list[str | None] = []
     for tag, a0, a1, b0, b1 in opcodes:
         if tag == "equal":
             kept_old += sum(1 for w, *_ in ow[a0:a1] if w[:1].isalnum())
@@ -177,6 +209,10 @@ def compare_slots(
         else:
             deleted.extend(old[s:e] for _, s, e in ow[a0:a1])
             inserted.extend(new[s:e] for _, s, e in nw[b0:b1])
+        if tag == "insert":
+            edges.append(_name_edge(new, nw, b0, b1))
+        elif tag == "delete":
+            edges.append(_name_edge(old, ow, a0, a1))
     words_old = sum(1 for w, *_ in ow if w[:1].isalnum()) or 1
     words_new = sum(1 for w, *_ in nw if w[:1].isalnum()) or 1
     return SlotDiff(
@@ -189,4 +225,5 @@ def compare_slots(
         kept_new=kept_new / words_new,
         deleted_words=" ".join(deleted),
         inserted_words=" ".join(inserted),
+        name_edges=tuple(e for e in edges if e),
     )

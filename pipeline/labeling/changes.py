@@ -42,7 +42,7 @@ UPDATE, ELABORATION, REWORDING, DIFFERENT, UNCERTAIN = (
 
 # Raised whenever a rule below decides a pair differently: the labeling stage's digest holds
 # it, so labels made by older rules are rebuilt, not reused.
-RULES_VERSION = 5
+RULES_VERSION = 6
 
 # Share of each sentence's words that must stay in place for a replaced value to be read as
 # an update of the same statement (measured on the gold set: below it, most "replacements"
@@ -168,9 +168,21 @@ def status_signal(slots: SlotDiff) -> str | None:
         return "ongoing_word_gone"
     if bool(_NEGATION.search(gone)) != bool(_NEGATION.search(came)):
         return "negation_changed"
-    if _PRESENT.search(gone) and _PAST.search(came):
+    if _PRESENT.search(gone) and _PAST.search(came) or _tense_flipped(gone, came):
         return "present_to_past"
     return None
+
+
+def _tense_flipped(gone: str, came: str) -> bool:
+    """Whether a verb of the old words in the present ("plays", "starts", "marries") stands
+    in the new words in the past ("played", "started", "married"): a state or a schedule
+    that may have ended, or only tense harmonised; the words alone cannot tell."""
+    came_words = set(re.findall(r"[a-z]+", came.lower()))
+    for word in re.findall(r"[a-z]+s\b", gone.lower()):
+        stems = {word[:-1], word[:-2], word[:-3] + "y"} if len(word) > 3 else set()
+        if any(past_forms(stem) & came_words for stem in stems if len(stem) > 1):
+            return True
+    return False
 
 
 # A firm plan (not "may", "might", "could": a rumour that came true is another statement) and
@@ -284,6 +296,10 @@ def classify_pair(slots: SlotDiff, similarity: float) -> PairClass:
     moved = {v.kind for v in slots.removed} & {v.kind for v in slots.added}
     if moved:  # one time (or number, name) gone here, another come there: maybe replaced
         return PairClass(UNCERTAIN, "value_moved_and_changed", swap)
+    if slots.kept_old >= SAME_STATEMENT and slots.name_edges:
+        # "HBO Max" -> "Max", "MacBook" -> "MacBook Air": a renamed or another thing, or the
+        # same thing named more fully; not for the words to say it is unchanged
+        return PairClass(UNCERTAIN, "name_extended", ", ".join(slots.name_edges))
     if slots.kept_old >= SAME_STATEMENT and slots.displaced:
         # a value gone and one of another kind in its place: not an elaboration
         r = slots.displaced[0]

@@ -112,6 +112,29 @@ def test_additions_and_removals_are_not_replacements(facts: FactExtractor) -> No
     assert not removed.replaced and [v.text for v in removed.removed] == ["1"]
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "edges"),
+    [
+        ("It includes WarnerMedia's HBO Max.", "It includes WarnerMedia's Max.", ("HBO",)),
+        ("It races as Haas F1 Team.", "It races as MoneyGram Haas F1 Team.", ("MoneyGram",)),
+        (
+            "It was bought by Time Warner in 1996.",
+            "It was bought by Time Warner Entertainment in 1996.",
+            ("Entertainment",),
+        ),
+        ("Florence Pugh is an actress.", "Florence Rose Pugh is an actress.", ()),  # middle
+        ("Talks with Discovery Inc. ended.", "Talks with Discovery ended.", ()),  # legal form
+        ("He starred in Gladiator.", "He starred in Ridley Scott's Gladiator.", ()),  # owner
+        ("Xbox sales grew.", "New Xbox sales grew.", ()),  # the first word is capitalised anyway
+        ("It sells iPhone and Mac.", "It sells iPhone, Watch and Mac.", ()),  # a list grew
+    ],
+)
+def test_a_name_grown_or_cut_at_one_end(
+    facts: FactExtractor, old: str, new: str, edges: tuple[str, ...]
+) -> None:
+    assert _slots(facts, old, new).name_edges == edges
+
+
 # --------------------------------------------------------------------------- classify_pair
 # Real pairs of the gold set (wikisnap revisions), one or more of every kind and every rule.
 PAIRS = [
@@ -244,6 +267,39 @@ PAIRS = [
         "Sony bought the company in 1988 and renamed it SME in 1991.",
         UPDATE,
         "value_replaced",
+    ),
+    (  # Warner Bros. Discovery, 2023-06 -> 2024-01: the service was renamed
+        "The company will aim to expand their streaming services, which includes WarnerMedia's "
+        "HBO Max, to reach 400 million global subscribers.",
+        "The company will aim to expand their streaming services, which includes WarnerMedia's "
+        "Max, to reach 400 million global subscribers.",
+        UNCERTAIN,  # a name cut at one end: maybe another name, never unchanged
+        "name_extended",
+    ),
+    (  # Haas F1 Team, 2023-01 -> 2023-06: a sponsor's name came to the front
+        "Haas Formula LLC, competing as Haas F1 Team, is an American-licensed Formula One "
+        "racing team established by NASCAR Cup Series team co-owner Gene Haas in April 2014.",
+        "Haas Formula LLC, competing as MoneyGram Haas F1 Team, is an American-licensed "
+        "Formula One racing team established by NASCAR Cup Series team co-owner Gene Haas in "
+        "April 2014.",
+        UNCERTAIN,
+        "name_extended",
+    ),
+    (  # Florence Pugh, 2024-01 -> 2024-06: a middle name is no other name
+        "Florence Rose Pugh was born on 3 January 1996 in Oxford to dancer Deborah and "
+        "restaurateur Clinton Pugh.",
+        "Florence Pugh was born on 3 January 1996 in Oxford to dancer Deborah and restaurateur "
+        "Clinton Pugh.",
+        REWORDING,
+        "same_facts",
+    ),
+    (  # MacBook Air, 2024-01 -> 2024-06: a schedule in the present, then in the past
+        "Ordering the 15-inch MacBook Air starts on June 5, with the general availability "
+        "starting on June 13.",
+        "Ordering the 15-inch MacBook Air started on June 5, with the general availability "
+        "having started on June 13.",
+        UNCERTAIN,  # done, or only the tense harmonised: the words cannot tell
+        "present_to_past",
     ),
     (  # `make run`'s sample (iPhone 15, 2024-01 -> 2024-06): a number gone, a name in its place
         "The Dynamic Island feature is now standard on iPhone 15, replacing the notch that was "
@@ -409,7 +465,7 @@ def test_rules_alone_on_the_gold_set(facts: FactExtractor) -> None:
     the targets: changed precision >= 90%, recall >= 50%, elaborations and rewordings
     labeled changed <= 5% each, rewordings unchanged >= 50%, updates unchanged <= 5%. On all
     1,515 (every candidate pair of the 36 articles, status changes included) the measured
-    figures hold: precision >= 0.9, recall >= 0.43, updates labeled unchanged <= 15%."""
+    figures hold: precision >= 0.9, recall >= 0.43, updates labeled unchanged <= 10%."""
     gold = [json.loads(line) for line in Path(GOLD).read_text().splitlines()]
     texts = sorted({t for g in gold for t in (g["old"], g["new"])})
     spans = dict(zip(texts, facts.entity_spans_many(texts), strict=True))
@@ -427,7 +483,7 @@ def test_rules_alone_on_the_gold_set(facts: FactExtractor) -> None:
     every = _rule_figures(gold, labels)
     assert every["precision"] >= 0.9 and every["recall"] >= 0.43, every
     assert every["elaborations_changed"] <= 0.05 and every["rewordings_changed"] <= 0.05
-    assert every["rewordings_unchanged"] >= 0.5 and every["updates_unchanged"] <= 0.15
+    assert every["rewordings_unchanged"] >= 0.5 and every["updates_unchanged"] <= 0.1
 
 
 def test_two_parts_of_one_name_are_not_an_update(facts: FactExtractor) -> None:
