@@ -59,7 +59,7 @@ SAME_STATEMENT = 0.6
 # Status words: what was planned, possible or ongoing, and what ended or happened.
 _PLANNED = re.compile(
     r"\b(will|shall|plans?|planned|planning|set to|scheduled|expected|upcoming|forthcoming|"
-    r"may|might|could|intends?|proposed|likely)\b",
+    r"(?-i:may)|might|could|intends?|proposed|likely)\b",  # "May 1, 2020" plans nothing
     re.I,
 )
 _ONGOING = re.compile(r"\b(currently|still|now|ongoing|continues?|remains?|since|as of)\b", re.I)

@@ -301,6 +301,15 @@ PAIRS = [
         UNCERTAIN,  # done, or only the tense harmonised: the words cannot tell
         "present_to_past",
     ),
+    (  # 3M, 2023-01 -> 2023-06: a sentence split in two; the month "May" is no modal "may"
+        "On May 1, 2020, 3M divested substantially all of its drug delivery business to an "
+        "affiliate of Altaris Capital Partners, LLC., for approximately $650 million including "
+        "a 17% interest in the new operating company, Kindeva Drug Delivery.",
+        "for approximately $650 million, including a 17% interest in the new operating "
+        "company, Kindeva Drug Delivery.",
+        DIFFERENT,  # too little of the old sentence left to call it the same statement
+        "other_statement",
+    ),
     (  # `make run`'s sample (iPhone 15, 2024-01 -> 2024-06): a number gone, a name in its place
         "The Dynamic Island feature is now standard on iPhone 15, replacing the notch that was "
         "introduced from the iPhone 13.",
