@@ -8,7 +8,7 @@ import pytest
 from pipeline.config import load_config
 from pipeline.labeling.stage import label_snapshots, make_labeler
 from pipeline.layout import read_labels
-from tests.conftest import build_wikisnap_snapshots
+from tests.conftest import build_wikisnap_snapshots, copy_workdir
 
 LIGO, IEA, HAAS, NUGGETS, DOJ = 81610, 285292, 42094020, 72883, 52563
 DATES = ["2023-01-01", "2023-06-01", "2024-01-01", "2024-06-01"]
@@ -18,10 +18,12 @@ PAIRS = list(zip(DATES, DATES[1:], strict=False))
 @pytest.fixture(scope="module")
 def labels(tmp_path_factory: pytest.TempPathFactory, splitter, offline_embedder) -> dict:
     """Labels of consecutive dates, guarded and faithful, keyed by (pair, mode)."""
+    built = tmp_path_factory.mktemp("snapshots")
+    build_wikisnap_snapshots(built, DATES, (LIGO, IEA, HAAS, NUGGETS, DOJ), splitter)
     out = {}
     for faithful in (False, True):
-        workdir = tmp_path_factory.mktemp("faithful" if faithful else "guarded")
-        build_wikisnap_snapshots(workdir, DATES, (LIGO, IEA, HAAS, NUGGETS, DOJ), splitter)
+        mode = "faithful" if faithful else "guarded"
+        workdir = copy_workdir(built, tmp_path_factory.mktemp(mode) / "w")
         cfg = load_config(profile="offline", overrides={"align": {"faithful": faithful}})
         labeler = make_labeler(cfg, workdir, embedder=offline_embedder)
         for old, new in PAIRS:
