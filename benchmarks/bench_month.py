@@ -73,7 +73,7 @@ def run_stage(stage: str, config: dict) -> dict:
             source_description=description,
             shard_size=cfg.snapshot.shard_size,
         )
-        return {"articles": s.articles, "parsed": 0 if s.already_built else s.parsed_articles}
+        return {"articles": s.articles, "parsed": 0 if s.already_done else s.parsed_articles}
     if stage == "label":
         embedder = base_embedder(cfg)
         s = label_snapshots(
@@ -112,7 +112,7 @@ def run_stage(stage: str, config: dict) -> dict:
             m = build_release(
                 workdir, snap, config=manifest_config(cfg), config_hash=cfg.stable_hash()
             )
-        return {"qa": m.counts["qa"]["total"], "already": m.already_built}
+        return {"qa": m.counts["qa"]["total"], "already": m.already_done}
     raise ValueError(stage)
 
 

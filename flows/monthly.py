@@ -324,7 +324,7 @@ def release_task(config: dict[str, Any], snapshot: str) -> dict[str, Any]:
     return {
         "release_id": manifest.release_id,
         "counts": manifest.counts,
-        "already_built": manifest.already_built,
+        "already_done": manifest.already_done,
     }
 
 

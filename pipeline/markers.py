@@ -14,8 +14,19 @@ from typing import Any
 from pipeline.schemas import LABELS
 
 
+@dataclass(kw_only=True)
+class StageRecord:
+    """What every stage's done-marker holds besides its own figures. ``already_done`` is set
+    when a run found the stage done and only read its marker back; it is written as false."""
+
+    seconds: float = 0.0
+    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
+    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+    already_done: bool = False
+
+
 @dataclass
-class SnapshotSummary:
+class SnapshotSummary(StageRecord):
     """What a snapshot build produced (also stored as ``snapshot.json``)."""
 
     snapshot: str
@@ -28,9 +39,6 @@ class SnapshotSummary:
     reused_articles: int = 0
     resumed_articles: int = 0
     not_delivered: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    already_built: bool = False
 
     def line(self) -> str:
         """The one-line summary the CLI prints."""
@@ -39,12 +47,12 @@ class SnapshotSummary:
             extra += f" resumed={self.resumed_articles}"
         if self.not_delivered:
             extra += f" not_delivered={len(self.not_delivered)}"
-        state = " (already built)" if self.already_built else f" in {self.seconds:.1f}s"
+        state = " (already built)" if self.already_done else f" in {self.seconds:.1f}s"
         return f"articles={self.articles} sentences={self.sentences}{extra}{state}"
 
 
 @dataclass
-class LabelSummary:
+class LabelSummary(StageRecord):
     """What a labeling run found (also ``summary.json``)."""
 
     old: str
@@ -55,12 +63,8 @@ class LabelSummary:
     model_calls: dict[str, int]
     settings: dict
     models: dict[str, str | None]
-    seconds: float = 0.0
     fact_guard_flips: int = 0
-    already_done: bool = False
     per_page: dict[str, dict[str, int]] = field(default_factory=dict)
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
 
     def line(self) -> str:
         """One line for the CLI."""
@@ -81,7 +85,7 @@ class LabelSummary:
 
 
 @dataclass
-class GenerationSummary:
+class GenerationSummary(StageRecord):
     """What a generation run made (also ``run.json``)."""
 
     snapshot: str
@@ -95,10 +99,6 @@ class GenerationSummary:
     llm: dict[str, Any] = field(default_factory=dict)
     prompt_hashes: dict[str, str] = field(default_factory=dict)
     embedder: str = ""
-    seconds: float = 0.0
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    skipped: bool = False
 
     @property
     def kept(self) -> int:
@@ -108,7 +108,7 @@ class GenerationSummary:
     def line(self) -> str:
         """One line for the CLI."""
         c = self.counts
-        state = " (already generated)" if self.skipped else f" in {self.seconds:.1f}s"
+        state = " (already generated)" if self.already_done else f" in {self.seconds:.1f}s"
         return (
             f"{self.snapshot}: qa={c.get('qa', {}).get('total', 0)} "
             f"dialogues={c.get('dialogue', {}).get('dialogues', 0)} "
@@ -120,7 +120,7 @@ class GenerationSummary:
 
 
 @dataclass
-class LedgerSummary:
+class LedgerSummary(StageRecord):
     """What one maintenance step did (also ``state.json``)."""
 
     snapshot: str
@@ -131,9 +131,6 @@ class LedgerSummary:
     retired: dict[str, dict[str, int]] = field(default_factory=dict)
     superseded: int = 0
     restated_quadruples_skipped: int = 0
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    already_done: bool = False
 
     def line(self) -> str:
         """One line for logs and the CLI."""
@@ -147,7 +144,7 @@ class LedgerSummary:
 
 
 @dataclass
-class TemporalSummary:
+class TemporalSummary(StageRecord):
     """What one run of the stage did (also ``state.json``)."""
 
     snapshot: str
@@ -159,10 +156,6 @@ class TemporalSummary:
     kept: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
     deferred: int = 0
-    seconds: float = 0.0
-    inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    outputs: dict[str, str] = field(default_factory=dict)  # file name -> sha256
-    already_done: bool = False
 
     def line(self) -> str:
         """One line for logs and the CLI."""
@@ -178,7 +171,10 @@ class TemporalSummary:
 
 @dataclass
 class ReleaseManifest:
-    """Everything needed to identify, reproduce and check a release (``manifest.json``)."""
+    """Everything needed to identify, reproduce and check a release (``manifest.json``).
+    Not a :class:`StageRecord`: the manifest is part of the published release, whose bytes
+    hold no run time, and it lists its ``files`` with sizes and rows where stages list
+    ``outputs``; ``already_done`` is never written into it."""
 
     release_id: str
     snapshot: str
@@ -194,7 +190,7 @@ class ReleaseManifest:
     counts: dict[str, dict[str, int]]
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
     inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
-    already_built: bool = False
+    already_done: bool = False
 
     def line(self) -> str:
         """One line for the CLI."""
@@ -202,7 +198,7 @@ class ReleaseManifest:
         def count(kind: str, key: str) -> int | str:
             return self.counts.get(kind, {}).get(key, "?")
 
-        state = " (already built)" if self.already_built else ""
+        state = " (already built)" if self.already_done else ""
         return (
             f"release {self.release_id}: qa={count('qa', 'total')} "
             f"dialogue_turns={count('dialogue_turns', 'total')} "

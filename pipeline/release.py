@@ -232,7 +232,7 @@ def prepare_release(job: ReleaseJob, new_revision: bool) -> ReleaseManifest | No
         job.out, {n: f["sha256"] for n, f in existing.files.items()}
     )
     if intact and existing.inputs_digest == job.inputs_digest and not new_revision:
-        existing.already_built = True
+        existing.already_done = True
         return existing
     if not (new_revision or job.revise_on_change):
         why = "was built from other inputs" if intact else "is damaged (its files or manifest)"
@@ -437,7 +437,7 @@ def recover_releases(workdir: str | Path) -> list[str]:
 
 def _manifest_dict(manifest: ReleaseManifest) -> dict[str, Any]:
     data = dict(vars(manifest))
-    data.pop("already_built")
+    data.pop("already_done")
     return data
 
 

@@ -289,7 +289,7 @@ def prepare_snapshot(job: SnapshotJob, *, force: bool = False) -> SnapshotSummar
 
     stored = SNAPSHOT_FOLDER.prepare(job, force, current)
     if stored is not None:
-        stored.already_built = True
+        stored.already_done = True
     return stored
 
 

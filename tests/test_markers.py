@@ -49,7 +49,7 @@ def _snapshot() -> SnapshotSummary:
         not_delivered=["Some Title"],
         seconds=12.34,
         outputs={"articles.parquet": "a" * 64},
-        already_built=True,
+        already_done=True,
     )
 
 
@@ -88,7 +88,7 @@ def _generation() -> GenerationSummary:
         seconds=1.5,
         inputs={"labels/x": "d" * 64},
         outputs={"qa.parquet": "e" * 64},
-        skipped=True,
+        already_done=True,
     )
 
 
@@ -142,7 +142,7 @@ def _manifest() -> ReleaseManifest:
         counts={"qa": {"total": 7}, "dialogue_turns": {"total": 8}, "quadruples": {"current": 9}},
         files={"qa.parquet": {"sha256": "3" * 64, "bytes": 10, "rows": 7}},
         inputs={"ledger/2024-06-01/items.parquet": "4" * 64},
-        already_built=True,
+        already_done=True,
     )
 
 
@@ -210,8 +210,9 @@ def test_release_manifest_round_trips_through_manifest_json(tmp_path: Path) -> N
                 "resumed_articles": 0,
                 "not_delivered": [],
                 "seconds": 0.0,
+                "inputs": {},
                 "outputs": {},
-                "already_built": False,
+                "already_done": False,
             },
         ),
         (
@@ -250,7 +251,7 @@ def test_release_manifest_round_trips_through_manifest_json(tmp_path: Path) -> N
                 "seconds": 0.0,
                 "inputs": {},
                 "outputs": {},
-                "skipped": False,
+                "already_done": False,
             },
         ),
         (
@@ -262,6 +263,7 @@ def test_release_manifest_round_trips_through_manifest_json(tmp_path: Path) -> N
                 "retired": {},
                 "superseded": 0,
                 "restated_quadruples_skipped": 0,
+                "seconds": 0.0,
                 "inputs": {},
                 "outputs": {},
                 "already_done": False,
@@ -299,7 +301,7 @@ def test_release_manifest_round_trips_through_manifest_json(tmp_path: Path) -> N
                 "labeling_rule": "growover",
                 "counts": {},
             },
-            {"files": {}, "inputs": {}, "already_built": False},
+            {"files": {}, "inputs": {}, "already_done": False},
         ),
     ],
     ids=["snapshot", "labels", "generation", "ledger", "temporal", "release"],
@@ -324,7 +326,7 @@ def test_snapshot_summary_line() -> None:
     assert summary.line() == (
         "articles=4 sentences=120 reused=1 resumed=2 not_delivered=1 (already built)"
     )
-    summary.already_built = False
+    summary.already_done = False
     assert summary.line().endswith("not_delivered=1 in 12.3s")
     plain = SnapshotSummary(NEW, "s", "d", "t", articles=2, sentences=9, seconds=0.04)
     # Zero counts of reused, resumed and undelivered articles are left out of the line.
@@ -392,5 +394,24 @@ def test_release_manifest_line() -> None:
     assert manifest.line() == (
         "release wikidrift-2024-06-01-r1: qa=7 dialogue_turns=8 quadruples=9 (already built)"
     )
-    manifest.already_built = False
+    manifest.already_done = False
     assert manifest.line() == "release wikidrift-2024-06-01-r1: qa=7 dialogue_turns=8 quadruples=9"
+
+
+@pytest.mark.parametrize(
+    ("cls", "old_flag"),
+    [(SnapshotSummary, "already_built"), (GenerationSummary, "skipped")],
+)
+def test_a_marker_written_before_one_already_done_still_reads(
+    tmp_path: Path, cls: type, old_flag: str
+) -> None:
+    # Older versions spelled the "found done" flag per stage; it is runtime state, so the
+    # old key is simply not read and the record comes back as freshly written.
+    record = _snapshot() if cls is SnapshotSummary else _generation()
+    data = asdict(record)
+    data.pop("already_done")
+    path = tmp_path / "marker.json"
+    write_json_atomic(path, data | {old_flag: True})
+    back = read_marker(path, cls)
+    assert not back.already_done
+    assert asdict(back) == data | {"already_done": False}

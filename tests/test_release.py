@@ -83,7 +83,7 @@ def test_existing_release_is_never_overwritten(released_workdir: Path, tmp_path:
     cfg = scripted_config()
     kw = {"config": manifest_config(cfg), "config_hash": cfg.stable_hash()}
     same = build_release(workdir, B, **kw)
-    assert same.already_built
+    assert same.already_done
     changed = scripted_config(seed=7)
     other = {"config": manifest_config(changed), "config_hash": changed.stable_hash()}
     with pytest.raises(WikidriftError, match="never overwritten"):

@@ -154,7 +154,7 @@ def test_a_kill_between_two_renames_is_repaired_by_the_next_run(
     assert not release_dir(workdir, B).exists()  # moved aside to B.r1, new one unpublished
     # The next run (same inputs as the surviving release) puts revision 1 back.
     again = build_release(workdir, B, **_kw())
-    assert again.already_built and again.revision == 1
+    assert again.already_done and again.revision == 1
     assert sorted(p.name for p in releases_root(workdir).iterdir()) == sorted(STAGE_DATES)
     assert verify_release(workdir, B) == []
 
@@ -166,7 +166,7 @@ def test_leftover_temp_folders_are_cleaned_on_the_next_run(
     junk = releases_root(workdir) / f".{B}.k1ll3d"  # a killed run's unfinished build
     junk.mkdir()
     (junk / "qa.parquet").write_bytes(b"partial")
-    assert build_release(workdir, B, **_kw()).already_built
+    assert build_release(workdir, B, **_kw()).already_done
     assert not junk.exists()
 
 

@@ -75,7 +75,7 @@ def test_rebuild_is_skipped_and_unchanged_wikitext_is_not_reparsed(
     first = build_snapshot(source, SELECTION, date(2024, 1, 1), tmp_path, **kw)
     assert first.parsed_articles == 4 and first.reused_articles == 0
     again = build_snapshot(source, SELECTION, date(2024, 1, 1), tmp_path, **kw)
-    assert again.already_built and again.line().endswith("(already built)")
+    assert again.already_done and again.line().endswith("(already built)")
     # 2024-03-01 holds the same revisions as 2024-01-01 (no newer file): nothing is parsed.
     later = build_snapshot(source, SELECTION, date(2024, 3, 1), tmp_path, **kw)
     assert later.reused_articles == 4 and later.parsed_articles == 0
@@ -83,7 +83,7 @@ def test_rebuild_is_skipped_and_unchanged_wikitext_is_not_reparsed(
     b = read_snapshot_table(tmp_path, "2024-03-01", "sentences").to_pylist()
     assert a == b
     forced = build_snapshot(source, SELECTION, date(2024, 1, 1), tmp_path, force=True, **kw)
-    assert not forced.already_built and forced.sentences == first.sentences
+    assert not forced.already_done and forced.sentences == first.sentences
 
 
 class _CrashingSource:

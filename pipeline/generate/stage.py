@@ -329,7 +329,7 @@ def prepare_generation(job: GenerationJob, *, force: bool = False) -> Generation
         job, force, lambda stored: done and done_before(stored, job.inputs_digest, job.out)
     )
     if stored is not None:
-        stored.skipped = True
+        stored.already_done = True
     return stored
 
 

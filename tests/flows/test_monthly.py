@@ -86,7 +86,7 @@ def test_rerun_with_nothing_changed_does_no_work(reference: dict, llm_server) ->
     before = len(llm_server.answered_bodies())
     results = _run(reference["config"], DATES)
     assert len(llm_server.answered_bodies()) == before
-    assert all(r["release"]["already_built"] for r in results.values())
+    assert all(r["release"]["already_done"] for r in results.values())
     assert checksums(reference["workdir"]) == reference["checksums"]
 
 
@@ -304,7 +304,7 @@ def test_initial_and_backfill_flows(llm_server, tmp_path: Path) -> None:
     assert "label" not in first  # nothing to compare the first snapshot with
     months = backfill_flow(start="2024-01-01", end="2024-03-01", config=config)
     assert list(months) == ["2024-01-01", "2024-02-01", "2024-03-01"]
-    assert months["2024-01-01"]["release"]["already_built"]
+    assert months["2024-01-01"]["release"]["already_done"]
     # wikisnap holds no revision between 2024-01-01 and 2024-06-01: the later months change
     # nothing, so every item is kept as unchanged and nothing new is generated.
     march = read_manifest(workdir, "2024-03-01")
