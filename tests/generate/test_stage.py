@@ -154,7 +154,7 @@ def test_outputs_and_run_json(runs: Runs) -> None:
         )
         assert sum(summary.rejects.values()) == len(_table(runs, summary.snapshot, "rejects"))
         assert summary.prompt_hashes == {n: prompt_hash(n) for n in summary.prompt_hashes}
-        assert summary.kept > 0 and not summary.skipped
+        assert summary.kept > 0 and not summary.already_done
     assert runs.first.articles == {"total": 7, "initial": 7, "updated": 0, "without_labels": 0}
     assert runs.second.articles == {"total": 8, "initial": 1, "updated": 7, "without_labels": 0}
 
@@ -328,7 +328,7 @@ def test_rerun_with_same_inputs_makes_no_backend_call(runs: Runs, minilm: Embedd
         again = generate_items(
             runs.workdir, snap, previous=prev, backend=runs.backend, embedder=minilm, cfg=CFG
         )
-        assert again.skipped
+        assert again.already_done
     assert runs.backend.inner.calls == before
     assert again.counts == runs.second.counts
     assert (generated_dir(runs.workdir, NEW) / "qa.parquet").stat().st_mtime_ns == stamp
@@ -353,8 +353,8 @@ def test_changed_inputs_or_force_regenerate(gen_workdir: Path, minilm: Embedder)
     run(backend, CFG)
     calls = backend.calls
     assert calls > 0
-    assert run(backend, CFG).skipped and backend.calls == calls
-    assert not run(backend, CFG, force=True).skipped and backend.calls == 2 * calls
+    assert run(backend, CFG).already_done and backend.calls == calls
+    assert not run(backend, CFG, force=True).already_done and backend.calls == 2 * calls
     other_cfg = CFG.model_copy(update={"answer_max_words": 8})
     run(backend, other_cfg)
     assert backend.calls == 3 * calls
