@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class WikidriftError(Exception):
-    """Base class: something the user can act on (bad input, bad config, unreachable source)."""
+    """Base class: something the user can act on (bad input, bad config, unreachable source).
+    ``path`` names the file the error is about, if any: for a file of a stage folder the CLI
+    adds the command that (re)builds it (:func:`pipeline.stage_folders.rebuild_advice`)."""
+
+    # How the command that writes ``path`` helps: "rebuild" it, "build" it, or "" (no advice).
+    remedy = ""
+
+    def __init__(self, *args: object, path: str | Path | None = None) -> None:
+        super().__init__(*args)
+        self.path = Path(path) if path is not None else None
 
 
 class ConfigError(WikidriftError):
@@ -28,8 +39,15 @@ class UnknownHostError(SourceError):
 
 
 class DamagedFileError(WikidriftError):
-    """A stage's file is unreadable, or not the bytes its stage recorded; the message names it
-    and the command that rebuilds it."""
+    """A stage's file is unreadable, or not the bytes its stage recorded."""
+
+    remedy = "rebuild"
+
+
+class MissingFileError(WikidriftError):
+    """A file a stage reads does not exist (the stage that writes it has not run)."""
+
+    remedy = "build"
 
 
 class NewerWorkdirError(WikidriftError):

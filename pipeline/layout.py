@@ -31,7 +31,7 @@ from typing import Any, TypeVar, get_origin, get_type_hints
 
 import pyarrow as pa
 
-from pipeline.errors import DamagedFileError, NewerWorkdirError, WikidriftError
+from pipeline.errors import DamagedFileError, MissingFileError, NewerWorkdirError, WikidriftError
 from pipeline.markers import (
     GenerationSummary,
     LabelSummary,
@@ -56,6 +56,8 @@ from pipeline.stage_folders import (
     LEDGER_MARKER,
     RELEASE_MANIFEST,
     SNAPSHOT_MARKER,
+    STAGE_FOLDERS,
+    StageFile,
     stage_file,
 )
 from pipeline.storage import file_sha256, read_parquet, write_json_atomic
@@ -81,9 +83,9 @@ def read_marker(path: str | Path, cls: type[Marker]) -> Marker:
         _check_containers(cls, data)
         return cls(**{k: v for k, v in data.items() if k in known})
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        where = stage_file(path)
-        hint = where.advice() if where else ""
-        raise DamagedFileError(f"{path} is damaged ({type(exc).__name__}: {exc}){hint}") from None
+        raise DamagedFileError(
+            f"{path} is damaged ({type(exc).__name__}: {exc})", path=path
+        ) from None
 
 
 @cache
@@ -112,27 +114,11 @@ def own_marker(path: str | Path, cls: type[Marker]) -> Marker | None:
         return None
 
 
-def _recorded_outputs(marker: Path) -> dict[str, str] | None:
-    """The ``outputs`` a done-marker records (file name -> sha256), or None when the marker is
-    missing, unreadable or from before markers recorded them."""
-    try:
-        data = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    if isinstance(data, dict) and "files" in data and "outputs" not in data:
-        # A release manifest: {name: {"sha256": ..., "bytes": ..., "rows": ...}}; an entry
-        # without its sha256 records nothing to compare with.
-        files = data["files"]
-        if not isinstance(files, dict):
-            return None
-        recorded = {
-            name: f["sha256"]
-            for name, f in files.items()
-            if isinstance(f, dict) and isinstance(f.get("sha256"), str)
-        }
-        return recorded or None
-    outputs = data.get("outputs") if isinstance(data, dict) else None
-    return outputs if isinstance(outputs, dict) and outputs else None
+def _recorded_outputs(where: StageFile) -> dict[str, str]:
+    """The ``outputs`` (file name -> sha256) that a stage folder's done-marker records; empty
+    when the marker is missing, damaged or from before markers recorded them."""
+    record = own_marker(where.marker, where.kind.record)
+    return record.outputs if record is not None else {}
 
 
 def output_fingerprints(folder: str | Path, names: Iterable[str]) -> dict[str, str]:
@@ -166,20 +152,20 @@ def verified_inputs(workdir: str | Path, paths: Iterable[str | Path]) -> dict[st
     """sha256 of the input files a stage is about to read, keyed by their path relative to
     the workdir (what its marker records as ``inputs``). Each file must exist and, where its
     own stage recorded it, hold the bytes that stage wrote; otherwise one line says which
-    file is missing or damaged and which command rebuilds it."""
+    file is missing or damaged."""
     workdir = Path(workdir)
     found: dict[str, str] = {}
     for path in map(Path, paths):
-        where = stage_file(path)
         if not path.is_file():
-            hint = where.advice().replace("rebuild", "build", 1) if where else ""
-            raise WikidriftError(f"{path} is missing{hint}")
+            raise MissingFileError(f"{path} is missing", path=path)
         sha = file_sha256(path)
-        recorded = _recorded_outputs(where.marker) if where else None
-        if recorded is not None and path.name in recorded and recorded[path.name] != sha:
+        where = stage_file(path)
+        recorded = _recorded_outputs(where) if where else {}
+        if recorded.get(path.name, sha) != sha:
             raise DamagedFileError(
                 f"{path} is not the file `wikidrift {where.kind.stage}` wrote (its sha256 "
-                f"differs from {where.marker.name}): it was damaged or edited{where.advice()}"
+                f"differs from {where.marker.name}): it was damaged or edited",
+                path=path,
             )
         found[_relative(path, workdir)] = sha
     return found
@@ -280,7 +266,7 @@ def default_annotations_root(workdir: str | Path) -> Path:
 
 def snapshot_dir(workdir: str | Path, snapshot_date: date | str) -> Path:
     """``<workdir>/snapshots/<YYYY-MM-DD>``."""
-    return Path(workdir) / "snapshots" / str(snapshot_date)
+    return STAGE_FOLDERS["snapshots"].path(workdir, str(snapshot_date))
 
 
 def is_complete(workdir: str | Path, snapshot_date: date | str) -> bool:
@@ -290,7 +276,7 @@ def is_complete(workdir: str | Path, snapshot_date: date | str) -> bool:
 
 def list_snapshots(workdir: str | Path) -> list[str]:
     """Dates of the complete snapshots in a workdir, ascending."""
-    root = Path(workdir) / "snapshots"
+    root = STAGE_FOLDERS["snapshots"].path(workdir)
     if not root.is_dir():
         return []
     # Hidden and underscore folders are work areas and copies, never snapshots.
@@ -361,7 +347,7 @@ def sentence_texts(
 
 def labels_dir(workdir: str | Path, old: str, new: str) -> Path:
     """``<workdir>/labels/<old>__<new>``."""
-    return Path(workdir) / "labels" / f"{old}__{new}"
+    return STAGE_FOLDERS["labels"].path(workdir, f"{old}__{new}")
 
 
 def read_labels(
@@ -389,7 +375,7 @@ def read_label_summary(workdir: str | Path, old: str, new: str) -> LabelSummary:
 
 def generated_dir(workdir: str | Path, snapshot: str) -> Path:
     """``<workdir>/generated/<snapshot>``."""
-    return Path(workdir) / "generated" / str(snapshot)
+    return STAGE_FOLDERS["generated"].path(workdir, str(snapshot))
 
 
 def read_generation_summary(workdir: str | Path, snapshot: str) -> GenerationSummary:
@@ -416,12 +402,12 @@ LEDGER_FILES = ("items.parquet", "evidence.parquet")
 
 def ledger_dir(workdir: str | Path, snapshot: str) -> Path:
     """``<workdir>/ledger/<snapshot>``."""
-    return Path(workdir) / "ledger" / snapshot
+    return STAGE_FOLDERS["ledger"].path(workdir, snapshot)
 
 
 def ledger_snapshots(workdir: str | Path) -> list[str]:
     """Snapshots the ledger has been brought to, ascending."""
-    root = Path(workdir) / "ledger"
+    root = STAGE_FOLDERS["ledger"].path(workdir)
     if not root.is_dir():
         return []
     return sorted(
@@ -466,7 +452,7 @@ def ledger_previous(workdir: str | Path, snapshot: str) -> str | None:
 
 def temporal_dir(workdir: str | Path, snapshot: str) -> Path:
     """``<workdir>/temporal/<snapshot>``."""
-    return Path(workdir) / "temporal" / snapshot
+    return STAGE_FOLDERS["temporal"].path(workdir, snapshot)
 
 
 def read_questions(workdir: str | Path, snapshot: str) -> pa.Table | None:
@@ -481,7 +467,7 @@ def read_questions(workdir: str | Path, snapshot: str) -> pa.Table | None:
 
 def releases_root(workdir: str | Path) -> Path:
     """``<workdir>/releases``."""
-    return Path(workdir) / "releases"
+    return STAGE_FOLDERS["releases"].path(workdir)
 
 
 def release_dir(workdir: str | Path, snapshot: str) -> Path:

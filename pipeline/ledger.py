@@ -60,7 +60,7 @@ from pipeline.layout import (
 from pipeline.markers import LedgerSummary
 from pipeline.schemas import LEDGER_EVIDENCE_SCHEMA, LEDGER_ITEMS_SCHEMA, LEDGER_SCHEMA_VERSION
 from pipeline.stage import Stage, Tools, job_digest, run_stage
-from pipeline.stage_folders import LEDGER_MARKER
+from pipeline.stage_folders import LEDGER_MARKER, STAGE_FOLDERS
 from pipeline.storage import (
     publish_state_dir,
     recover_state_dirs,
@@ -72,7 +72,8 @@ from pipeline.storage import (
 def recover_ledger(workdir: str | Path) -> list[str]:
     """Repair what a killed ledger update left (call under the ledger lock); returns one line
     per repair (see :func:`~pipeline.storage.recover_state_dirs`)."""
-    return recover_state_dirs(Path(workdir) / "ledger", LEDGER_MARKER)
+    folder = STAGE_FOLDERS["ledger"]
+    return recover_state_dirs(folder.path(workdir), folder.marker)
 
 
 def _fates(labels: pa.Table) -> tuple[dict[tuple[int, int], Any], set[int]]:

@@ -192,6 +192,15 @@ class ReleaseManifest:
     inputs: dict[str, str] = field(default_factory=dict)  # workdir path -> sha256
     already_done: bool = False
 
+    @property
+    def outputs(self) -> dict[str, str]:
+        """The sha256 of each file it lists, by file name (a stage record's ``outputs``)."""
+        return {
+            name: f["sha256"]
+            for name, f in self.files.items()
+            if isinstance(f, dict) and isinstance(f.get("sha256"), str)
+        }
+
     def line(self) -> str:
         """One line for the CLI."""
 

@@ -25,7 +25,7 @@ from typing import IO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import DamagedFileError, NewerWorkdirError
+from pipeline.errors import DamagedFileError, MissingFileError, NewerWorkdirError
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ _FILE_MODE = _umask_mode()
 
 class SchemaVersionError(NewerWorkdirError):
     """A Parquet file was written with a schema version this code cannot read."""
+
+    remedy = "or rebuild"
 
 
 @contextmanager
@@ -183,8 +185,8 @@ def read_parquet(
     shard of a large table costs the memory of the shard, not of the table."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: no such table (has the stage that writes it run?){_rebuild_hint(path)}"
+        raise MissingFileError(
+            f"{path}: no such table (has the stage that writes it run?)", path=path
         )
     try:
         schema = pq.read_schema(path)
@@ -194,7 +196,7 @@ def read_parquet(
     name = meta.get(TABLE_NAME_KEY, b"").decode(errors="replace")
     if name != expected_table:
         raise DamagedFileError(
-            f"{path}: holds table {name!r}, expected {expected_table!r}{_rebuild_hint(path)}"
+            f"{path}: holds table {name!r}, expected {expected_table!r}", path=path
         )
     try:
         version = int(meta.get(SCHEMA_VERSION_KEY, b"0"))
@@ -203,10 +205,11 @@ def read_parquet(
     if version > max_schema_version:
         raise SchemaVersionError(
             f"{path}: schema version {version}, written by a newer wikidrift; this one reads "
-            f"versions 1..{max_schema_version}: upgrade wikidrift{_rebuild_hint(path, 'or')}"
+            f"versions 1..{max_schema_version}: upgrade wikidrift",
+            path=path,
         )
     if version < 1:
-        raise DamagedFileError(f"{path}: no schema version{_rebuild_hint(path)}")
+        raise DamagedFileError(f"{path}: no schema version", path=path)
     try:
         if page_ids is None:
             return pq.read_table(path, columns=columns)
@@ -217,20 +220,10 @@ def read_parquet(
     return table.replace_schema_metadata(meta)
 
 
-def _rebuild_hint(path: Path, joiner: str = "") -> str:
-    from pipeline.stage_folders import stage_file
-
-    found = stage_file(path)
-    if found is None:
-        return ""
-    return found.advice().replace("; ", f"; {joiner} ", 1) if joiner else found.advice()
-
-
 def _damaged(path: Path, exc: BaseException) -> DamagedFileError:
     reason = " ".join(str(exc).split())[:160]
     return DamagedFileError(
-        f"{path} is not a readable Parquet table ({type(exc).__name__}: {reason})"
-        f"{_rebuild_hint(path)}"
+        f"{path} is not a readable Parquet table ({type(exc).__name__}: {reason})", path=path
     )
 
 

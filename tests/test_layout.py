@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipeline.errors import DamagedFileError, NewerWorkdirError, WikidriftError
+from pipeline.errors import DamagedFileError, MissingFileError, NewerWorkdirError, WikidriftError
 from pipeline.layout import (
     VERSION_FILE,
     WORKDIR_VERSION,
@@ -66,9 +66,15 @@ from pipeline.schemas import (
     SENTENCES_SCHEMA,
     TEMPORAL_QUESTIONS_SCHEMA,
 )
+from pipeline.stage_folders import rebuild_advice
 from pipeline.storage import file_sha256, write_json_atomic, write_parquet_atomic
 
 OLD, NEW = "2024-01-01", "2024-06-01"
+
+
+def shown(error: WikidriftError) -> str:
+    """The error as the CLI prints it: its message and what to run about its file."""
+    return f"{error}{rebuild_advice(error)}"
 
 
 def _sentences_snapshot(workdir: Path, snapshot: str) -> Path:
@@ -216,16 +222,17 @@ def test_verified_inputs_tracks_the_bytes_of_an_input(tmp_path: Path) -> None:
 def test_a_missing_input_names_the_command_that_builds_it(tmp_path: Path) -> None:
     workdir = tmp_path / "w"
     path = snapshot_dir(workdir, NEW) / "sentences.parquet"
-    with pytest.raises(WikidriftError) as caught:
+    with pytest.raises(MissingFileError) as caught:
         verified_inputs(workdir, [path])
-    assert type(caught.value) is WikidriftError
-    assert str(caught.value) == (
+    assert caught.value.path == path
+    assert shown(caught.value) == (
         f"{path} is missing; build it with `wikidrift snapshot --date {NEW} --workdir {workdir}"
         " --force` (with the --source / --input / --config it was built from)"
     )
     plain = workdir / "config.yaml"
-    with pytest.raises(WikidriftError, match=r"config\.yaml is missing$"):
+    with pytest.raises(MissingFileError) as caught:
         verified_inputs(workdir, [plain])
+    assert shown(caught.value) == f"{plain} is missing"  # no stage writes it
 
 
 def test_an_input_edited_after_its_stage_wrote_it_is_damaged(tmp_path: Path) -> None:
@@ -235,7 +242,7 @@ def test_an_input_edited_after_its_stage_wrote_it_is_damaged(tmp_path: Path) -> 
     path.write_bytes(path.read_bytes() + b"\0")
     with pytest.raises(DamagedFileError) as caught:
         verified_inputs(workdir, [path])
-    message = str(caught.value)
+    message = shown(caught.value)
     assert "\n" not in message
     assert message.startswith(
         f"{path} is not the file `wikidrift snapshot` wrote (its sha256 differs from "
@@ -312,7 +319,7 @@ def test_a_damaged_marker_is_no_marker_to_its_own_stage(
     # Every other reader is told which command rebuilds the folder.
     with pytest.raises(DamagedFileError) as caught:
         read_marker(path, LabelSummary)
-    message = str(caught.value)
+    message = shown(caught.value)
     assert message.startswith(f"{path} is damaged (")
     assert message.endswith(
         f"; rebuild it with `wikidrift label --old {OLD} --new {NEW} --workdir {tmp_path} --force`"
@@ -483,12 +490,16 @@ def test_a_release_is_checked_against_its_manifest(tmp_path: Path) -> None:
     )
     with pytest.raises(DamagedFileError, match="differs from manifest.json") as caught:
         check_release(tmp_path, NEW)
-    assert str(caught.value).endswith(expected)
+    assert shown(caught.value).endswith(expected)
     with pytest.raises(DamagedFileError, match="differs from manifest.json"):
         read_release_table(tmp_path, NEW, "qa")
     path.unlink()
-    with pytest.raises(WikidriftError, match=r"qa\.parquet is missing; build it with"):
+    with pytest.raises(MissingFileError) as caught:
         check_release(tmp_path, NEW)
+    assert shown(caught.value) == (
+        f"{path} is missing; build it with "
+        f"`wikidrift release --snapshot {NEW} --workdir {tmp_path} --force`"
+    )
 
 
 def test_a_manifest_with_odd_file_entries_checks_what_it_can(tmp_path: Path) -> None:

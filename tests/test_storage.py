@@ -8,8 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from pipeline.errors import DamagedFileError
+from pipeline.errors import DamagedFileError, MissingFileError
 from pipeline.shards import ShardedOutput, chunk_sizes, chunked
+from pipeline.stage_folders import rebuild_advice
 from pipeline.storage import (
     AtomicParquetWriter,
     SchemaVersionError,
@@ -33,7 +34,7 @@ def test_parquet_round_trip_keeps_schema_version(tmp_path: Path) -> None:
         read_parquet(path, expected_table="things", max_schema_version=2)
     with pytest.raises(DamagedFileError, match="holds table 'things'"):
         read_parquet(path, expected_table="other", max_schema_version=3)
-    with pytest.raises(FileNotFoundError, match="no such table"):
+    with pytest.raises(MissingFileError, match="no such table"):
         read_parquet(tmp_path / "missing.parquet", expected_table="things", max_schema_version=1)
 
 
@@ -62,8 +63,12 @@ def test_a_damaged_table_is_one_clear_error_naming_the_rebuild(
     with pytest.raises(DamagedFileError) as caught:
         read_parquet(path, expected_table="sentences", max_schema_version=1)
     message = str(caught.value)
-    assert "\n" not in message and str(path) in message
-    assert "rebuild it with `wikidrift snapshot --date 2024-06-01 --workdir" in message
+    assert "\n" not in message and str(path) in message and caught.value.path == path
+    # storage says what is wrong with the bytes; the CLI adds what to run (rebuild_advice)
+    assert "rebuild" not in message
+    assert rebuild_advice(caught.value).startswith(
+        "; rebuild it with `wikidrift snapshot --date 2024-06-01 --workdir"
+    )
 
 
 def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:

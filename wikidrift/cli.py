@@ -33,6 +33,7 @@ from pipeline.layout import cache_dir, check_workdir, claim_workdir, evaluations
 from pipeline.processes import kill_descendants
 from pipeline.redact import strip_credentials
 from pipeline.sources import SOURCE_KINDS, SOURCE_NAMES
+from pipeline.stage_folders import rebuild_advice
 
 log = logging.getLogger("wikidrift")
 
@@ -955,8 +956,6 @@ def _os_error(exc: OSError) -> str | None:
             f"user's?): make it writable, then {_RESUME}"
         )
     if isinstance(exc, FileNotFoundError):
-        if exc.errno is None:  # raised with a message of ours (read_parquet)
-            return str(exc)
         return f"missing file {where or reason}: run the stage that writes it first"
     if exc.errno in (errno.ENOTDIR, errno.EISDIR, errno.EEXIST):
         return (
@@ -1062,7 +1061,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _in_worker_thread(func, args)
         return func(args)
     except WikidriftError as exc:
-        print(f"wikidrift: error: {strip_credentials(str(exc))}", file=sys.stderr)
+        message = f"{exc}{rebuild_advice(exc)}"
+        print(f"wikidrift: error: {strip_credentials(message)}", file=sys.stderr)
         return 2
     except sqlite3.DatabaseError as exc:
         print(f"wikidrift: error: {_database_error(exc, args)}", file=sys.stderr)

@@ -34,7 +34,7 @@ from pipeline.models.llm.base import LLMBackend
 from pipeline.release_items import release_item_tables
 from pipeline.schemas import TEMPORAL_QUESTIONS_SCHEMA, TEMPORAL_SCHEMA_VERSION
 from pipeline.stage import Stage, Tools, job_digest, run_stage
-from pipeline.stage_folders import TEMPORAL_MARKER
+from pipeline.stage_folders import STAGE_FOLDERS, TEMPORAL_MARKER
 from pipeline.storage import (
     publish_state_dir,
     recover_state_dirs,
@@ -126,7 +126,9 @@ TEMPORAL_STAGE: Stage[TemporalJob, TemporalSummary] = Stage(
     part_sizes=lambda job: [0],
     run_part=lambda job, index, tools: _phrase(job, tools.backend),
     finalize=lambda job, results, seconds: _write(job.out, *results[0]),
-    recover=lambda workdir: recover_state_dirs(workdir / "temporal", TEMPORAL_MARKER),
+    recover=lambda workdir: recover_state_dirs(
+        STAGE_FOLDERS["temporal"].path(workdir), TEMPORAL_MARKER
+    ),
 )
 
 
