@@ -287,12 +287,18 @@ def test_a_stop_with_llm_requests_in_flight_exits_at_once(
         else:
             workdir = copy_workdir(released_workdir, tmp_path / "w")
             args = ["evaluate", "--release", STAGE_DATES[0], "--model", server.url]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "wikidrift.cli", *args, "--workdir", str(workdir)],
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # A suite started in the background (`make test &`) ignores SIGINT, and a child exec'd
+        # then would ignore it too: start it as a terminal would, Ctrl-C handled.
+        ignored = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "wikidrift.cli", *args, "--workdir", str(workdir)],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        finally:
+            signal.signal(signal.SIGINT, ignored)
         deadline = time.monotonic() + 120
         while not server.chat_requests and time.monotonic() < deadline:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
