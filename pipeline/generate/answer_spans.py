@@ -90,6 +90,51 @@ def range_part(text: str, sentence: str, question: str = "") -> str:
     return ""
 
 
+_FIGURE = re.compile(r"\d[\d,.]*")
+
+
+def name_part(text: str, sentence: str) -> str:
+    """The name that the figure ``text`` is only the end of in ``sentence`` ("500" of the
+    "Fortune 500 list", "5" of "Game 5", "3" of "Model 3"), or "": asked alone, it answers
+    "Which list?" with a number. The word before is capitalised, not the sentence's first
+    word and no month ("July 4" is a date)."""
+    text = text.strip()
+    if not _FIGURE.fullmatch(text):
+        return ""
+    for match in re.finditer(rf"(?<=[^\W\d_]) {re.escape(text)}(?![\w,.]\w)", sentence):
+        word = re.search(r"(\S+)$", sentence[: match.start()])
+        if word is None or word.start() == 0:
+            continue
+        before = word.group(1)
+        if before[:1].isupper() and before.isalpha() and not _MONTH.fullmatch(before):
+            return f"{before}{match.group(0)}"
+    return ""
+
+
+def _listed(root: Any) -> bool:
+    """The phrase headed by ``root`` is one member of a list ("Oklo Inc." of "Oklo Inc. and
+    Helion Energy")."""
+    return root.dep_ == "conj" or any(c.dep_ == "conj" for c in root.children)
+
+
+def list_part(text: str, sentence: str) -> str:
+    """The list of ``sentence`` that ``text`` is one member of, or "": asked alone, the other
+    members answer the question as well ("What are the clean energy companies Altman
+    chairs?" -> "Oklo Inc.", of "Oklo Inc. and Helion Energy")."""
+    from pipeline.syntax import find_span
+
+    span = find_span(parse(sentence), text)
+    if span is None or not _listed(span.root):
+        return ""
+    head = span.root
+    while head.dep_ == "conj":
+        head = head.head
+    members = [head, *(t for t in head.subtree if t.dep_ == "conj" and t.head.i >= head.i)]
+    start = min(m.left_edge.i for m in members)
+    end = max(m.right_edge.i for m in members)
+    return span.doc[start : end + 1].text
+
+
 def _inside_brackets(doc: Any, start: int, end: int) -> bool:
     text = doc.text
     before, after = text[: doc[start].idx], text[doc[end - 1].idx + len(doc[end - 1]) :]
@@ -141,8 +186,8 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
             continue
         if _is_title(text, title) or _inside_brackets(doc, ent.start, ent.end):
             continue
-        if range_part(text, doc.text):
-            continue  # half a range or a score: asked alone, half an answer
+        if range_part(text, doc.text) or name_part(text, doc.text) or _listed(ent.root):
+            continue  # part of a range, a score, a name or a list: asked alone, half an answer
         if len(re.findall(rf"(?<!\w){re.escape(text)}(?!\w)", doc.text)) != 1:
             continue  # written twice: which one a question asks for is unclear
         verb = _anchor(ent.root)

@@ -319,7 +319,7 @@ class DialogueChecks:
                 cut = [side for side, text in texts if is_cut_off(text, MAX_CHARS[side])]
                 added = reply_additions(t.expert, [t.evidence_text, dialogue.title, t.user])
                 kind = asks_for(t.user)
-                unanswered = kind is not None and not answers_kind(t.expert, kind)
+                unanswered = kind is not None and not answers_kind(t.expert, kind, t.evidence_text)
                 said = [t.evidence_text, dialogue.title]
                 said += [text for u in dialogue.turns[:k] for text in (u.user, u.expert)]
                 premise = user_premise_problem(t.user, said)

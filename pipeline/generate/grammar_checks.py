@@ -97,6 +97,11 @@ _HOW_MANY = re.compile(r"^\s*how (?:many|much|long|old|big|large|far)\b", re.I)
 _WHO = re.compile(r"^\s*(?:who|whom)\b", re.I)
 _WHERE = re.compile(r"^\s*where\b", re.I)
 _YEARISH = re.compile(r"\b\d{4}\b")
+# A sentence that opens on its date ("In July 2022, the company announced ..."): the date of
+# its main event, the answer to "When did the company announce ...?".
+_OPENING_DATE = re.compile(
+    r"^(?:In|On|By|As of|During|Since|From|Around)\s+[^,;]{0,40}?\b(\d{4})\b[^,;]{0,20},"
+)
 _ANSWER_ENTITIES = {
     "when": ("DATE", "TIME"),
     "how many": ("CARDINAL", "MONEY", "PERCENT", "QUANTITY", "DATE", "TIME", "ORDINAL"),
@@ -150,9 +155,12 @@ def reply_additions(expert: str, sources: list[str]) -> str:
     return f"the evidence does not say {', '.join(map(repr, missing))}" if missing else ""
 
 
-def answers_kind(expert: str, kind: str) -> bool:
+def answers_kind(expert: str, kind: str, evidence: str = "") -> bool:
     """The reply holds a value of the kind asked for (a date for "when", a number for "how
-    many", a name for "who" / "where")."""
+    many", a name for "who" / "where"); to "when", the year the ``evidence`` opens on when it
+    opens on a date (a reply that drops it answers with another event's date, or none)."""
+    if kind == "when" and (opening := _OPENING_DATE.match(evidence.strip())):
+        return opening.group(1) in expert
     doc = parse(expert)
     if any(ent.label_ in _ANSWER_ENTITIES[kind] for ent in doc.ents):
         return True

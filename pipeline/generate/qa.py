@@ -25,7 +25,14 @@ from typing import Any
 
 from pipeline.config import GenerationConfig
 from pipeline.generate.answer_check import answer_checks, disagreements
-from pipeline.generate.answer_spans import AnswerSpan, answer_spans, changed_values, range_part
+from pipeline.generate.answer_spans import (
+    AnswerSpan,
+    answer_spans,
+    changed_values,
+    list_part,
+    name_part,
+    range_part,
+)
 from pipeline.generate.grammar_checks import (
     answer_attachment,
     is_cut_off,
@@ -493,6 +500,8 @@ class QAChecks:
         sided = side_problem(item.question, sources)
         swapped = actor_problem(item.question, item.evidence_text, item.title)
         halved = range_part(item.answer, item.evidence_text, item.question)
+        named = name_part(item.answer, item.evidence_text)
+        listed = list_part(item.answer, item.evidence_text)
         detached = answer_attachment(item.question, item.answer, [item.evidence_text])
         if not detached and item.type == "changed":
             detached = answer_attachment(
@@ -505,6 +514,8 @@ class QAChecks:
             Check("question_side_unstated", not sided, sided),
             Check("question_actor_swapped", not swapped, swapped),
             Check("answer_part_of_range", not halved, f"the evidence says {halved!r}"),
+            Check("answer_part_of_name", not named, f"the evidence says {named!r}"),
+            Check("answer_part_of_list", not listed, f"the evidence says {listed!r}"),
             Check("answer_not_attached", not detached, detached),
         ]
 

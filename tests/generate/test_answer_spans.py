@@ -8,6 +8,8 @@ from pipeline.generate.answer_spans import (
     answer_spans,
     attachment_problem,
     changed_values,
+    list_part,
+    name_part,
     range_part,
 )
 
@@ -32,6 +34,33 @@ def test_spans_skip_brackets_the_title_and_values_written_twice() -> None:
     # an amount keeps its currency
     revenue = answer_spans([0], ["In 2022, it reported revenue of US$116.6 billion."], "Meta")
     assert [s.text for s in revenue] == ["2022", "US$116.6 billion"]
+
+
+FORTUNE = (  # 3M, a dev article of the item gold set: "In which list did 3M rank?" -> "500"
+    "3M made $35.4 billion in total sales in 2021 and ranked number 102 in the Fortune 500 "
+    "list of the largest United States corporations by total revenue."
+)
+
+
+def test_a_figure_that_ends_a_name_is_no_answer() -> None:
+    assert name_part("500", FORTUNE) == "Fortune 500"
+    assert name_part("5", "Denver won Game 5 at home.") == "Game 5"
+    assert name_part("102", FORTUNE) == name_part("2021", FORTUNE) == ""
+    assert name_part("4", "On July 4, he left.") == ""  # a date
+    assert name_part("3", "Model 3 sales rose.") == ""  # the sentence's first word
+    assert name_part("Fortune", FORTUNE) == ""  # no figure
+    spans = [s.text for s in answer_spans([0], [FORTUNE], "3M")]
+    assert "500" not in spans and "102" in spans
+
+
+def test_one_member_of_a_list_is_half_an_answer() -> None:
+    # Sam Altman, a dev article: "What are the clean energy companies ...?" -> "Oklo Inc."
+    altman = "He is also the chairman of clean energy companies Oklo Inc. and Helion Energy."
+    assert list_part("Oklo Inc.", altman).endswith("Oklo Inc. and Helion Energy")
+    assert list_part("Helion Energy", altman).endswith("Oklo Inc. and Helion Energy")
+    assert list_part("2012", SU) == ""
+    spans = [s.text for s in answer_spans([0], [altman], "Sam Altman")]
+    assert "Oklo Inc." not in spans and "Helion Energy" not in spans
 
 
 NUGGETS = (

@@ -72,6 +72,21 @@ def test_dialogue_turns() -> None:
     assert asks_for("Who founded it?") == "who" and asks_for("Tell me more.") is None
     assert answers_kind("She joined in 2012.", "when")
     assert not answers_kind("She joined the company.", "when")
+    # Real dev-split replies (item gold set): the sentence opens on its event's date, the
+    # reply answers "when" with another event's year or with none.
+    evidence = (
+        "In July 2022, the company announced it would spin off its healthcare assets to form a "
+        "new, independent firm, likely completing the transaction in 2023."
+    )
+    assert not answers_kind(
+        "The company announced it would spin off its healthcare assets to form a new, "
+        "independent firm, likely completing the transaction in 2023.", "when", evidence
+    )  # fmt: skip
+    assert answers_kind("It announced the spin-off in July 2022.", "when", evidence)
+    evidence = "On 1 February 2024, Mercedes confirmed Hamilton would leave the team."
+    assert not answers_kind("Mercedes confirmed he would drive for Ferrari from 2025.", "when",
+                            evidence)  # fmt: skip
+    assert answers_kind("She joined in 2012.", "when", "She joined the company in 2012.")
     assert is_cut_off("GT Mode with RBM function, a", 360)
     assert is_cut_off("x" * 359 + ".", 360)  # it filled its cap
     assert not is_cut_off("It has GT Mode.", 360)

@@ -4,6 +4,7 @@ from the request and injects one bad answer per rejection reason."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import pytest
 
 from pipeline.config import GenerationConfig
 from pipeline.errors import WikidriftError
+from pipeline.generate.answer_spans import answer_spans
 from pipeline.generate.kinds import reject_reasons
 from pipeline.generate.prompts import prompt_hash
 from pipeline.generate.selection import is_elaboration, is_statement
@@ -159,6 +161,29 @@ def test_outputs_and_run_json(runs: Runs) -> None:
     assert runs.second.articles == {"total": 8, "initial": 1, "updated": 7, "without_labels": 0}
 
 
+def first_batch_of(runs: Runs, purpose: str) -> list[LLMRequest]:
+    """The first generation run's requests of one purpose."""
+    requests = runs.backend.inner.requests[: sum(len(b) for b in runs.batches_first)]
+    return [r for r in requests if r.purpose == purpose]
+
+
+def _paragraph(request: LLMRequest) -> tuple[str, tuple[tuple[int, str], ...]]:
+    """The article title and the numbered sentences a QA or dialogue request shows."""
+    lines = request.messages[-1]["content"].splitlines()
+    # the last title line: the prompt's worked example comes first
+    start = max(
+        k for k, line in enumerate(lines) if line.startswith(("Topic: ", "Article title: "))
+    )
+    title = lines[start].split(": ", 1)[1]
+    sentences = []
+    for line in lines[start + 1 :]:
+        numbered = re.match(r"\[(\d+)\] (.*)$", line)
+        if numbered is None:
+            break
+        sentences.append((int(numbered.group(1)), numbered.group(2)))
+    return title, tuple(sentences)
+
+
 def test_first_snapshot_is_initial_generation(runs: Runs) -> None:
     sentences = _sentences(runs.workdir, OLD)
     qa = _table(runs, OLD, "qa")
@@ -167,8 +192,15 @@ def test_first_snapshot_is_initial_generation(runs: Runs) -> None:
     per_article = Counter(title_of(r) for r in first_batch)
     assert len(per_article) == len(UPDATED_IDS)
     assert max(per_article.values()) == CFG.paragraphs_per_article  # K-Means capped some
-    assert runs.first.requests["qa_initial"] == runs.first.requests["dialogue"]
-    assert runs.first.requests["qa_initial"] == runs.first.requests["quadruples"]
+    # every selected paragraph is offered for a dialogue; for QA, when it has answer spans
+    dialogue = {_paragraph(r) for r in first_batch_of(runs, "dialogue")}
+    asked = {_paragraph(r) for r in first_batch_of(runs, "qa_initial")}
+    assert len(dialogue) == runs.first.requests["dialogue"]
+    assert len(asked) == runs.first.requests["qa_initial"] and asked <= dialogue
+    for title, shown in dialogue - asked:
+        indices, texts = zip(*shown, strict=True)
+        assert answer_spans(indices, texts, title) == [], (title, shown)
+    assert runs.first.requests["dialogue"] == runs.first.requests["quadruples"]
     for r in qa:
         assert r["snapshot"] == OLD and r["previous_answer"] is None
         assert r["evidence_text"] == " ".join(
