@@ -111,10 +111,13 @@ def name_part(text: str, sentence: str) -> str:
     return ""
 
 
-def _listed(root: Any) -> bool:
-    """The phrase headed by ``root`` is one member of a list ("Oklo Inc." of "Oklo Inc. and
-    Helion Energy")."""
-    return root.dep_ == "conj" or any(c.dep_ == "conj" for c in root.children)
+def _listed(span: Any) -> bool:
+    """The tokens ``span`` are one member of a list ("Oklo Inc." of "Oklo Inc. and Helion
+    Energy"), not the whole list."""
+    root, inside = span.root, range(span.start, span.end)
+    return (root.dep_ == "conj" and root.head.i not in inside) or any(
+        c.dep_ == "conj" and c.i not in inside for c in root.children
+    )
 
 
 def list_part(text: str, sentence: str) -> str:
@@ -124,7 +127,7 @@ def list_part(text: str, sentence: str) -> str:
     from pipeline.syntax import find_span
 
     span = find_span(parse(sentence), text)
-    if span is None or not _listed(span.root):
+    if span is None or not _listed(span):
         return ""
     head = span.root
     while head.dep_ == "conj":
@@ -186,7 +189,7 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
             continue
         if _is_title(text, title) or _inside_brackets(doc, ent.start, ent.end):
             continue
-        if range_part(text, doc.text) or name_part(text, doc.text) or _listed(ent.root):
+        if range_part(text, doc.text) or name_part(text, doc.text) or _listed(ent):
             continue  # part of a range, a score, a name or a list: asked alone, half an answer
         if len(re.findall(rf"(?<!\w){re.escape(text)}(?!\w)", doc.text)) != 1:
             continue  # written twice: which one a question asks for is unclear

@@ -59,6 +59,7 @@ def test_one_member_of_a_list_is_half_an_answer() -> None:
     assert list_part("Oklo Inc.", altman).endswith("Oklo Inc. and Helion Energy")
     assert list_part("Helion Energy", altman).endswith("Oklo Inc. and Helion Energy")
     assert list_part("2012", SU) == ""
+    assert list_part("Oklo Inc. and Helion Energy", altman) == ""  # the whole list
     spans = [s.text for s in answer_spans([0], [altman], "Sam Altman")]
     assert "Oklo Inc." not in spans and "Helion Energy" not in spans
 
