@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.dates import MONTH_NUMBERS
 from pipeline.generate.answer_spans import attachment_problem, span_in
 from pipeline.syntax import parse, unsupported_words
 from pipeline.text_checks import content_words, is_grounded, title_core, unstated_ranking
@@ -53,9 +54,12 @@ def side_problem(question: str, sources: list[str]) -> str:
 
 def names_no_subject(question: str, title: str) -> str:
     """Why the question does not name what it is about, or "": it holds no name (a proper
-    noun or an acronym after its first word) and no word of the article's title."""
+    noun or an acronym after its first word; a month is no name: "What happened in March
+    2009?") and no word of the article's title."""
     doc = parse(question)
-    if any(t.pos_ == "PROPN" or (t.is_upper and len(t) > 1) for t in doc[1:]):
+    when = {t.i for ent in doc.ents if ent.label_ in ("DATE", "TIME") for t in ent}
+    when |= {t.i for t in doc if t.lower_ in MONTH_NUMBERS}
+    if any((t.pos_ == "PROPN" or (t.is_upper and len(t) > 1)) and t.i not in when for t in doc[1:]):
         return ""
     if set(content_words(title_core(title))) & set(content_words(question)):
         return ""
