@@ -9,9 +9,10 @@ relative to the workdir) and of every file it wrote (``outputs``). So:
 - a stage whose recorded inputs still have the same bytes, and whose outputs are intact, is
   done and is skipped; if an input changed it runs again;
 - a file whose bytes differ from what its own stage recorded was damaged or edited after it was
-  written: a stage that would read it stops with one line naming the file and the command that
-  rebuilds it (:class:`DamagedFileError`), and the stage that wrote it rebuilds it on its next
-  run instead of answering "already done".
+  written: a stage that would read it stops with one line naming the file
+  (:class:`DamagedFileError`, to which the CLI adds the command that rebuilds it, from
+  :mod:`pipeline.stage_folders`), and the stage that wrote it rebuilds it on its next run
+  instead of answering "already done".
 
 A workdir also records the layout version that wrote it (``wikidrift.json``): an older
 wikidrift refuses a workdir laid out by a newer one, in one line, instead of misreading it.
