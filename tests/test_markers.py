@@ -3,8 +3,10 @@ their defaults, and the one-line summaries the CLI prints."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -399,19 +401,20 @@ def test_release_manifest_line() -> None:
 
 
 @pytest.mark.parametrize(
-    ("cls", "old_flag"),
-    [(SnapshotSummary, "already_built"), (GenerationSummary, "skipped")],
+    ("make", "old_flag"),
+    [(_snapshot, "already_built"), (_generation, "skipped")],
+    ids=["snapshot", "generation"],
 )
 def test_a_marker_written_before_one_already_done_still_reads(
-    tmp_path: Path, cls: type, old_flag: str
+    tmp_path: Path, make: Callable[[], Any], old_flag: str
 ) -> None:
     # Older versions spelled the "found done" flag per stage; it is runtime state, so the
     # old key is simply not read and the record comes back as freshly written.
-    record = _snapshot() if cls is SnapshotSummary else _generation()
+    record = make()
     data = asdict(record)
     data.pop("already_done")
     path = tmp_path / "marker.json"
     write_json_atomic(path, data | {old_flag: True})
-    back = read_marker(path, cls)
+    back = read_marker(path, type(record))
     assert not back.already_done
     assert asdict(back) == data | {"already_done": False}

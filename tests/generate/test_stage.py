@@ -4,7 +4,6 @@ from the request and injects one bad answer per rejection reason."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -33,7 +32,13 @@ from pipeline.models.llm.scripted import ScriptedBackend
 from pipeline.text_checks import is_grounded, is_iso_timestamp, leaning_phrase
 from tests.conftest import SCRIPTED_GENERATION
 from tests.generate.conftest import ALL_IDS, KARPATHY, NEW, OLD, UPDATED_IDS
-from tests.scripted_llm import FaultyResponder, expected_reason, good_answer, title_of
+from tests.scripted_llm import (
+    FaultyResponder,
+    expected_reason,
+    good_answer,
+    numbered,
+    title_of,
+)
 
 pytestmark = pytest.mark.slow  # builds and labels a real workdir (spaCy, MiniLM)
 
@@ -169,19 +174,7 @@ def first_batch_of(runs: Runs, purpose: str) -> list[LLMRequest]:
 
 def _paragraph(request: LLMRequest) -> tuple[str, tuple[tuple[int, str], ...]]:
     """The article title and the numbered sentences a QA or dialogue request shows."""
-    lines = request.messages[-1]["content"].splitlines()
-    # the last title line: the prompt's worked example comes first
-    start = max(
-        k for k, line in enumerate(lines) if line.startswith(("Topic: ", "Article title: "))
-    )
-    title = lines[start].split(": ", 1)[1]
-    sentences = []
-    for line in lines[start + 1 :]:
-        numbered = re.match(r"\[(\d+)\] (.*)$", line)
-        if numbered is None:
-            break
-        sentences.append((int(numbered.group(1)), numbered.group(2)))
-    return title, tuple(sentences)
+    return title_of(request), tuple(numbered(request))
 
 
 def test_first_snapshot_is_initial_generation(runs: Runs) -> None:
