@@ -124,7 +124,8 @@ NEW_CHECKS = frozenset(
     {"question_cut_off", "question_names_nothing", "question_premise_unstated",
      "question_side_unstated", "question_actor_swapped", "answer_part_of_range",
      "answer_part_of_name", "answer_part_of_list", "answer_not_attached", "turn_cut_off",
-     "turn_adds_claims", "turn_not_answered", "turn_premise_unstated", "generic_subject"}
+     "turn_adds_claims", "turn_not_answered", "turn_premise_unstated", "generic_subject",
+     "question_drops_date", "turn_drops_date"}
 )  # fmt: skip
 
 _ORIGIN = {"qa_initial": "initial", "qa_new": "new_sentences", "qa_changed": "changed_sentence"}

@@ -319,6 +319,9 @@ _ASKING_WORDS = frozenset(
 )
 CLAIM_POS = ("NOUN", "PROPN", "NUM", "ADJ")
 _LIGHT_LEMMAS = frozenset({"be", "have", "do"})
+_OPENS_A_QUESTION = re.compile(
+    r"\s*(?:when|what|who|whom|whose|which|where|why|how|in|on|at|during|for)\b", re.IGNORECASE
+)
 
 
 def _forms(doc: Any) -> set[str]:
@@ -372,7 +375,9 @@ def _role_fillers(verb: Any) -> dict[str, list[Any]]:
     if verb.dep_ == "acl" and verb.tag_ == "VBN":  # "OpenAI accused of lying"
         return {"agent": by_phrase, "patient": [verb.head]}
     if _is_passive(verb):
-        subjects = [c for c in verb.children if c.dep_ == "nsubjpass"]
+        # "When was Consumer Reports named the Model Y to its list?": the parser calls the
+        # subject of a passive that cannot be one "nsubj"; it is still what is done to
+        subjects = [c for c in verb.children if c.dep_ in ("nsubjpass", "nsubj")]
         return {"agent": by_phrase, "patient": [a for s in subjects for a in _antecedents(s)]}
     objects = [c for c in verb.children if c.dep_ == "dobj"]
     return {"agent": _subject_tokens(verb), "patient": objects}
@@ -392,8 +397,11 @@ def actor_problem(question: str, evidence: str, title: str) -> str:
     evidence_doc = parse(evidence)
     title_words = _content(_norm(title))
     # "Radeon RX 7000 series: The Navi 31 module features what?": the question is after the
-    # label (parsed whole, the label reads as the subject)
-    asked_part = question.rsplit(": ", 1)[-1]
+    # label (parsed whole, the label reads as the subject); a colon inside a question that
+    # opens with its question word is part of a name ("... to its 'Best Cars of the Year: 10
+    # Top Picks of 2024' list?")
+    label, _, after = question.rpartition(": ")
+    asked_part = question if not label or _OPENS_A_QUESTION.match(label) else after
     for verb in parse(asked_part):
         if not _is_verb(verb) or verb.lemma_.lower() in _LIGHT_LEMMAS:
             continue

@@ -426,3 +426,21 @@ def date_in_text(iso: str, text: str) -> bool:
     if not re.search(rf"\b{name[:3]}", text, re.IGNORECASE):
         return False
     return not day or re.search(rf"\b{int(day)}\b", text) is not None
+
+
+_AS_OF = re.compile(r"\bas of\b[^,.;]*?\b(\d{4})\b", re.IGNORECASE)
+_FIGURE = re.compile(r"\d[\d,.–-]*\d|\d")
+
+
+def undated_figure(text: str, evidence: str) -> str:
+    """The evidence dates its figures ("As of 2021, the company had approximately 95,000
+    employees") and ``text`` repeats one without that year, so it reads as true today ("3M
+    has approximately 95,000 employees"). Returns what the evidence says, or ""."""
+    found = _AS_OF.search(evidence)
+    if found is None or re.search(rf"\b{found.group(1)}\b", text):
+        return ""
+    year = found.group(1)
+    figures = {f for f in _FIGURE.findall(evidence) if f != year}
+    if not any(f in figures for f in _FIGURE.findall(text)):
+        return ""
+    return f"the evidence says {found.group(0)!r}"

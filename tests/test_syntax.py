@@ -180,6 +180,10 @@ SWAPPED = [
      "team?", HAMILTON_LEAVES, "hamilton"),
     ("Sam Altman", "What company did Sam Altman merge with in May 2024 to become a public "
      "company?", OKLO_MERGER, "oklo"),
+    # a passive turned from an active sentence; the colon is in a name, not after a label
+    ("Tesla Model Y", "When was Consumer Reports named the 2024 Model Y to its 'Best Cars of "
+     "the Year: 10 Top Picks of 2024' list?", "In March 2024, Consumer Reports named the 2024 "
+     'Model Y to its "Best Cars of the Year: 10 Top Picks of 2024" list.', "model y"),
 ]  # fmt: skip
 # (title, question, evidence): the evidence's actor may be the question's
 SAME_ACTOR = [

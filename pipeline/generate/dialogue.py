@@ -50,7 +50,13 @@ from pipeline.generate.prompts import (
 from pipeline.generate.selection import Article, ArticleParagraph, dialogue_paragraphs
 from pipeline.generate.validate import Check, Verdict, evidence_checks, script_check, url_check
 from pipeline.models.llm.base import LLMRequest, LLMResponse
-from pipeline.text_checks import content_words, leaning_phrase, supporting_sentence, turn_support
+from pipeline.text_checks import (
+    content_words,
+    leaning_phrase,
+    supporting_sentence,
+    turn_support,
+    undated_figure,
+)
 
 
 class DialogueTurnAnswer(AnswerModel):
@@ -318,6 +324,7 @@ class DialogueChecks:
             if self.question_grammar:
                 cut = [side for side, text in texts if is_cut_off(text, MAX_CHARS[side])]
                 added = reply_additions(t.expert, [t.evidence_text, dialogue.title, t.user])
+                undated = undated_figure(f"{t.user} {t.expert}", t.evidence_text)
                 kind = asks_for(t.user)
                 unanswered = kind is not None and not answers_kind(t.expert, kind, t.evidence_text)
                 said = [t.evidence_text, dialogue.title]
@@ -330,6 +337,7 @@ class DialogueChecks:
                     Check("turn_premise_unstated", not premise, premise),
                     Check("turn_cut_off", not cut, ", ".join(cut)),
                     Check("turn_adds_claims", not added, added),
+                    Check("turn_drops_date", not undated, undated),
                     Check("turn_not_answered", not unanswered,
                           f"asked {kind!r}, the reply gives none" if unanswered else ""),
                 ]  # fmt: skip

@@ -85,6 +85,7 @@ from pipeline.text_checks import (
     is_grounded,
     leaning_phrase,
     normalize_answer,
+    undated_figure,
 )
 
 # Field order is the order the model writes them in: the answer (one of the offered spans)
@@ -187,6 +188,8 @@ RETRY_HINTS: dict[str, str] = {
     "to whom as the sentence says it.",
     "question_actor_swapped": "the question says someone did (or underwent) what the sentence "
     "says someone else did: keep who did what as the sentence says it.",
+    "question_drops_date": "the sentence gives its figure as of a date: the question says "
+    "that date.",
     "answer_part_of_range": "the answer is only one end of a range or a score: the answer is "
     "the whole of it, as the sentence writes it.",
     "answer_not_attached": "the question asks about another action of the sentence than the "
@@ -499,6 +502,7 @@ class QAChecks:
         unstated = premise_problem(item.question, sources)
         sided = side_problem(item.question, sources)
         swapped = actor_problem(item.question, item.evidence_text, item.title)
+        undated = undated_figure(f"{item.question} {item.answer}", item.evidence_text)
         halved = range_part(item.answer, item.evidence_text, item.question)
         named = name_part(item.answer, item.evidence_text)
         listed = list_part(item.answer, item.evidence_text)
@@ -513,6 +517,7 @@ class QAChecks:
             Check("question_premise_unstated", not unstated, unstated),
             Check("question_side_unstated", not sided, sided),
             Check("question_actor_swapped", not swapped, swapped),
+            Check("question_drops_date", not undated, undated),
             Check("answer_part_of_range", not halved, f"the evidence says {halved!r}"),
             Check("answer_part_of_name", not named, f"the evidence says {named!r}"),
             Check("answer_part_of_list", not listed, f"the evidence says {listed!r}"),

@@ -37,14 +37,23 @@ from pipeline.syntax import parse, parser_package
 
 # Bump when a change of the rules changes which quadruples are read: stored generation runs
 # are then redone (the generation digest covers it) and items name the rules they came from.
-PARSE_RULES = "quadruple-parse-6"
+PARSE_RULES = "quadruple-parse-7"
 
 _SUBJECTS = ("nsubj", "nsubjpass")
 _FINITE = frozenset({"VBD", "VBZ"})  # not VBP: the tagger gives it to "would ... and assume"
 _HEDGES = frozenset({"may", "might", "could", "would", "should", "can"})
 _NEGATIONS = frozenset({"not", "never", "no", "longer", "neither", "nor"})
-# "led X to Y", "carried X to the sixth seed": the fact is where they got
-_VERBS_OF_ARRIVAL = frozenset("lead carry guide bring help drive push steer take".split())  # noqa: SIM905
+# Verbs whose second complement says what the fact is: "led the Dolphins | to five titles",
+# "credited X | for ...", "ranked X | at number four", "donated $250k | to X", "overtook Intel
+# | in market capitalization"
+_SECOND_COMPLEMENT: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("lead", "carry", "guide", "bring", "help", "drive", "push", "steer"), ("to",)),
+    **dict.fromkeys(("take", "donate", "give", "grant", "lend", "pledge"), ("to",)),
+    **dict.fromkeys(("credit", "praise", "commend", "criticize", "criticise", "blame"), ("for",)),
+    **dict.fromkeys(("thank", "laud", "hail"), ("for",)),
+    **dict.fromkeys(("rank", "place"), ("at", "among")),
+    **dict.fromkeys(("overtake", "surpass", "outsell", "outperform"), ("in",)),
+}
 _HEDGING_ADVERBS = frozenset(
     "reportedly allegedly reputedly supposedly purportedly apparently possibly probably "  # noqa: SIM905
     "likely rumoredly".split()
@@ -62,6 +71,10 @@ _OBJECT_PREPS = frozenset(
     "to by from as with against into for of in at on over under onto behind".split()  # noqa: SIM905
 )
 _START_PREPS = frozenset({"from", "since", "starting"})
+# Words that open a clause saying when: "after it acquired ...", "before joining ..."
+_TIME_WORDS = frozenset(
+    {"after", "before", "when", "once", "until", "till", "since", "upon", "following"}
+)
 # "as of"; "around April 7, 2023" dates the event as closely as the text can
 _WHEN_PREPS = frozenset({"in", "on", "at", "during", "as", "around", "circa"}) | _START_PREPS
 _EVENT_PREPS = _WHEN_PREPS | {"of"}  # "in the summer of 2019"
@@ -85,6 +98,8 @@ _DIGITS = re.compile(r"\d+")
 _YEAR_OR_DECADE = re.compile(r"(?:1[0-9]{3}|20[0-9]{2})(?:s|[–-]\d{2,4})?|'\d0s")
 _WAR = re.compile(r"\bWar\b")
 _NOUN_MODIFIERS = frozenset({"nummod", "compound", "amod", "nmod"})
+# "The FOV was also increased to approx.": the splitter took the abbreviation's dot for an end
+_CUT_AT_ABBREVIATION = re.compile(r"\b(?:approx|ca|c|e\.g|i\.e|vs|est)\.$", re.IGNORECASE)
 _APPROXIMATELY = re.compile(r"^(?:around|about|circa|approximately|c\.)\s+", re.IGNORECASE)
 _MONTHS = re.compile(r"\b(" + "|".join(MONTH_NUMBERS) + r")\b", re.IGNORECASE)
 
@@ -360,23 +375,54 @@ def _dates_the_clause(verb: Any, obj: Any, token: Any) -> bool:
     node = token
     while node != verb:
         # an infinitive carries the verb's own event ("was invited to attend X in 2016")
-        if node.head.i == node.i or (node.dep_ in _CLAUSE_DEPS and node.dep_ != "xcomp"):
+        if node.head.i == node.i or (
+            node.dep_ in _CLAUSE_DEPS and node.dep_ != "xcomp" and not _sets_the_time(node, verb)
+        ):
             return False
         path.append(node)
         node = node.head
     if any(n.dep_ == "appos" for n in path):
         return False
-    if token.dep_ in _NOUN_MODIFIERS:
+    if token.dep_ in _NOUN_MODIFIERS and not _MONTHS.fullmatch(token.head.text):
         phrase = token.head
         while phrase.dep_ in _NOUN_MODIFIERS and phrase.head.i != phrase.i:
             phrase = phrase.head  # "the 2024 film Thunderbolts": the phrase's head noun
         # "Of Brawn's 2009 drivers, Button signed ...": a partitive on the verb names a group;
-        # "over the course of the 2016 NBA draft" dates the event
-        if phrase.dep_ != "pobj" or (phrase.head.lower_ == "of" and phrase.head.head == verb):
+        # "over the course of the 2016 NBA draft" dates the event, and so does the object of
+        # a clause that says when ("After finishing the 1996–97 season, ...")
+        timing_object = phrase.dep_ == "dobj" and _sets_the_time(phrase.head, verb)
+        if (phrase.dep_ != "pobj" and not timing_object) or (
+            phrase.head.lower_ == "of" and phrase.head.head == verb
+        ):
             return False
     if obj in path:
         return any(n.dep_ == "prep" and n.lower_ in _WHEN_PREPS for n in path)
     return True
+
+
+def _sets_the_time(clause: Any, verb: Any) -> bool:
+    """``clause`` tells when ``verb``'s event happened, so a date inside it dates the fact
+    too: a participle or infinitive on the verb ("..., graduating in 1986", "Entering the
+    2015 NBA draft, ..."), a clause opened by "after" / "when" / "by the time" ("By the time
+    the company went public in 1990, ..."), a gerund after such a preposition ("After
+    finishing the 1996–97 season, ..."), or a clause naming the period of a "during" ("during
+    the year ended 31 March 2022"). A clause with its own subject and no such word ("whilst
+    X moved ... for 2010") is another event."""
+    head = clause.head
+    if clause.dep_ == "acl":
+        return head.dep_ == "pobj" and head.head.lower_ in _WHEN_PREPS
+    if clause.dep_ == "pcomp":
+        return head.dep_ == "prep" and head.head == verb and head.lower_ in _TIME_WORDS
+    if clause.dep_ not in ("advcl", "ccomp") or head != verb:
+        return False
+    opened = [c for c in clause.children if c.i < clause.i]
+    if any(c.dep_ in ("mark", "advmod") and c.lower_ in _TIME_WORDS for c in opened) or any(
+        c.dep_ == "prep" and c.lower_ == "by" and any(g.lower_ == "time" for g in c.children)
+        for c in opened
+    ):
+        return True
+    has_subject = any(c.dep_ in ("nsubj", "nsubjpass") for c in clause.children)
+    return not has_subject and clause.tag_ in ("VBG", "VBN", "VB")
 
 
 def _dated_unwritably(verb: Any, obj: Any, objects: list[str]) -> bool:
@@ -473,11 +519,10 @@ def _objects(verb: Any) -> list[tuple[list[Any], Any]]:
     preps = [c for c in verb.children if c.dep_ in ("prep", "agent") and c.i > verb.i]
     if direct:
         # "accused Sony of not promoting", "described X as unacceptable", "charged X with",
-        # "asked the court to free her", "led the Dolphins to five titles": the verb's meaning
-        # needs the phrase after its object
-        needs = (
-            ("of", "as", "with", "to") if verb.lemma_ in _VERBS_OF_ARRIVAL else ("of", "as", "with")
-        )
+        # "asked the court to free her", "led the Dolphins to five titles", "credited Pugh for
+        # being terrific", "ranked Cisco at number four", "donated $250k to X": the verb's
+        # meaning needs the phrase after its object
+        needs = ("of", "as", "with", *_SECOND_COMPLEMENT.get(verb.lemma_, ()))
         if any(p.lower_ in needs and p.i > direct[0].i for p in preps) or any(
             c.dep_ in ("xcomp", "ccomp") and c.i > direct[0].i for c in verb.children
         ):
@@ -562,8 +607,10 @@ def _members(obj: Any) -> list[Any]:
 
 def _unasserted(verb: Any) -> bool:
     """The sentence does not assert the verb's fact: negated ("no longer"), hedged ("may",
-    "would", "reportedly")."""
+    "would", "reportedly"), or attributed to a source ("According to Global Witness, ...")."""
     if any(t.dep_ == "neg" or t.lower_ in _HEDGES for t in _relation_head(verb)):
+        return True
+    if any(c.lower_ == "according" for c in verb.children):
         return True
     before = [t for c in verb.children if c.i < verb.i for t in c.subtree]
     adverbs = [c for c in verb.children if c.dep_ == "advmod"]
@@ -646,6 +693,9 @@ def _object_text(token: Any, subject: str) -> str:
     joined = [t for t in tokens if t.lower_ in ("and", "or")]
     if any(t.i == 0 or t.nbor(-1).pos_ != "PROPN" or t.nbor().pos_ != "PROPN" for t in joined):
         return ""  # "Game 1 and home-court advantage": two things, not one name
+    lead = next((t for t in tokens if t.dep_ != "det"), None)
+    if lead is not None and lead.dep_ == "poss" and lead.pos_ == "NOUN":
+        return ""  # "the team's jersey sponsor": whose team only the page says
     return "" if text == subject else text
 
 
@@ -738,7 +788,8 @@ def facts_of(
     the article's ``referent`` (and the sentence before, ``previous``), "he" / "the company"
     as a subject is the article's title where :meth:`TitleReferent.names` says so."""
     facts: list[ParsedFact] = []
-    if not doc.text.rstrip().endswith((".", "!", '"', "\u201d", ")")):
+    text = doc.text.rstrip()
+    if not text.endswith((".", "!", '"', "\u201d", ")")) or _CUT_AT_ABBREVIATION.search(text):
         return facts  # a sentence cut off by the splitter or the article's markup
     for verb in _main_verbs(doc):
         if _unasserted(verb) or verb.lemma_ in _LISTING_VERBS:

@@ -67,6 +67,8 @@ REASONS: dict[str, str] = {
     'nothing against ("the case against Smith" where Smith brought it)',
     "question_actor_swapped": "the question gives an action of its evidence to another named "
     'actor than the evidence does ("When was OpenAI accused?" where Altman was)',
+    "question_drops_date": "the evidence gives its figure 'as of' a year the question and "
+    "answer leave out, so it reads as true today",
     "answer_part_of_range": 'the answer is one end of a range or a score ("19" of "65–19")',
     "answer_not_attached": "the answer belongs to another action of its sentence than the one "
     "the question asks about (its verb, or the noun a count counts, is not in the question)",
@@ -79,6 +81,8 @@ REASONS: dict[str, str] = {
     "its length cap)",
     "turn_adds_claims": "an expert reply says a thing, name, number or quality that its "
     "sentence, the title and the user's words do not",
+    "turn_drops_date": "an expert reply repeats a figure its sentence gives 'as of' a year, "
+    "without that year",
     "turn_not_answered": "the user asks when / how many / who / where and the expert's reply "
     "holds no date / number / name",
     "generic_subject": "a quadruple's subject names no one and nothing in particular (no name, "

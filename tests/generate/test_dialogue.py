@@ -249,6 +249,17 @@ CASES = [
         lambda: QUESTIONS.score_turns(dialogue(user="When did he join OpenAI?"))[-1],
         "turn_not_answered",
     ),
+    (  # the figure is 2021's (dev gold, 3M)
+        lambda: QUESTIONS.score_turns(
+            dialogue(
+                user="How many employees does the company have?",
+                expert="The company has approximately 95,000 employees.",
+                evidence_text="As of 2021, the company had approximately 95,000 employees and "
+                "operations in more than 70 countries.",
+            )
+        )[-1],
+        "turn_drops_date",
+    ),
     (
         lambda: QUESTIONS.score_turns(dialogue(user="What is his most recent role at OpenAI?"))[-1],
         "turn_premise_unstated",

@@ -458,6 +458,18 @@ CASES = [
         ),
         "question_actor_swapped",
     ),
+    (  # the figure is the 2023 season's (test gold, Miami Dolphins)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Miami Dolphins",
+                question="By how much do the Miami Dolphins lead the all-time series?",
+                answer="62–55",
+                evidence_text="As of the 2023 season, the Dolphins lead the all-time series 62–55.",
+            ),
+            n_sentences=20,
+        ),
+        "question_drops_date",
+    ),
     (  # 19 is the losses of the 65-19 record (dev gold, Denver Nuggets)
         lambda: QUESTIONS.score_qa(
             qa(

@@ -135,6 +135,18 @@ def test_timestamp_of_keeps_the_precision_the_text_gives(text: str, expected: st
             'simply "Model Y") configuration for sale to the general public.',
             ("Tesla", "introduced", "Model Y All-Wheel-Drive", "2023-04-07"),
         ),
+        # rules v7: a date in another event's clause leaves the fact undated: a clause with
+        # its own subject and no "after" / "when", a "result" that is no time
+        (
+            "Of Brawn's 2009 drivers, Jenson Button signed for McLaren, whilst Rubens "
+            "Barrichello moved to Rosberg's former seat with Williams team for 2010.",
+            ("Jenson Button", "signed for", "McLaren", None),
+        ),
+        (
+            "As a result of Alfa Romeo leaving Sauber due to its transition to Audi Sport from "
+            "2026, Haas is officially assumed as Ferrari's new satellite team.",
+            ("Haas", "is assumed as", "Ferrari's new satellite team", None),
+        ),
     ],
 )
 def test_a_stated_fact_is_read_as_the_sentence_says_it(sentence: str, expected: tuple) -> None:
@@ -186,6 +198,7 @@ def test_a_list_gives_one_fact_per_name(sentence: str, objects: list[str]) -> No
         'James said the investigations "would continue for the foreseeable future".',
         # cut off by the splitter
         "In the 2020–21 NBA season, Jokić was named the NBA",
+        "The FOV was also increased to approx.",
         # a rank without what it ranks in
         "Hamilton finished 2023 third in the Drivers' Championship with 6 podiums.",
         # no name: a capitalized first word the tagger calls a proper noun
@@ -222,6 +235,26 @@ def test_a_list_gives_one_fact_per_name(sentence: str, objects: list[str]) -> No
         "The Justice Department also had a War Division during World War II.",
         "Over the course of the 2016 NBA draft, the Denver Nuggets added the Kentucky guard Jamal "
         "Murray as well as Juan Hernangómez, Malik Beasley, and Petr Cornelie.",
+        # rules v7: a clause that says when (a participle, "after" / "by the time", a gerund
+        # after "After", the period of a "during") dates the fact as well
+        "She attended the Bronx High School of Science in New York City, graduating in 1986.",
+        "By the time the company went public in 1990, Cisco had a market capitalization of "
+        "$224 million.",
+        "After finishing the 1996–97 season with the fourth-worst record in the league, the "
+        "Nuggets sent Antonio McDyess to the Phoenix Suns.",
+        "Entering the 2015 NBA draft with their lowest draft pick since 2003, the Nuggets "
+        "drafted Emmanuel Mudiay.",
+        "Kensington Mortgages originated £1.9bn of mortgages during the year ended 31 March 2022.",
+        # a verb whose second complement says what the fact is
+        'Caryn James of BBC Culture credited Pugh for making Belova "the most vibrant person".',
+        "In 2020, Fortune magazine ranked Cisco Systems at number four on their list.",
+        "In May 2020 Altman donated $250k to American Bridge 21st century, a Super-PAC.",
+        "AMD also overtook Intel in market capitalization for the first time.",
+        # an owner only the page names ("the team's")
+        "Western Union became the team's jersey sponsor.",
+        # a fact the sentence attributes to a source
+        "According to Global Witness, Obiang purchased a Ferrari with the funds from this account.",
+        "Obiang purchased a Ferrari with the funds from this account, according to Global Witness.",
     ],
 )
 def test_no_fact_where_the_parse_does_not_carry_one(sentence: str) -> None:

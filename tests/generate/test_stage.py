@@ -334,7 +334,7 @@ def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs)
         "evidence_unlabeled", "grammar_mismatch", "answers_identical",
         "previous_answer_not_grounded", "answer_did_not_change", "question_names_nothing",
         "question_side_unstated", "question_actor_swapped", "answer_part_of_range",
-        "turn_not_answered", "turn_premise_unstated",
+        "turn_not_answered", "turn_premise_unstated", "question_drops_date", "turn_drops_date",
     }  # fmt: skip
     seen = {r["reason"] for r in rejects}
     assert seen == set(reject_reasons()) - unseen
