@@ -99,7 +99,7 @@ _YEAR_OR_DECADE = re.compile(r"(?:1[0-9]{3}|20[0-9]{2})(?:s|[–-]\d{2,4})?|'\d0
 _WAR = re.compile(r"\bWar\b")
 _NOUN_MODIFIERS = frozenset({"nummod", "compound", "amod", "nmod"})
 # "The FOV was also increased to approx.": the splitter took the abbreviation's dot for an end
-_CUT_AT_ABBREVIATION = re.compile(r"\b(?:approx|ca|c|e\.g|i\.e|vs|est)\.$", re.IGNORECASE)
+_CUT_AT_ABBREVIATION = re.compile(r"\b(?:approx|e\.g|i\.e|vs|viz)\.$", re.IGNORECASE)
 _APPROXIMATELY = re.compile(r"^(?:around|about|circa|approximately|c\.)\s+", re.IGNORECASE)
 _MONTHS = re.compile(r"\b(" + "|".join(MONTH_NUMBERS) + r")\b", re.IGNORECASE)
 
