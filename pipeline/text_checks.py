@@ -121,15 +121,20 @@ def is_grounded(answer: str, evidence: str) -> bool:
     return len(parts) > 1 and all(contains_normalized(p, evidence) for p in parts)
 
 
-# "these tests", "this model": only a reader of the paragraph knows what is meant.
-_DEMONSTRATIVE = re.compile(r"\b(?:this|these)\b(?: \w+)?", re.IGNORECASE)
+# "these tests", "this model": only a reader of the paragraph knows what is meant; so "the
+# film" / "the production" with no name after it
+_DEMONSTRATIVE = re.compile(
+    r"(?i:\b(?:this|these)\b(?: \w+)?)|\b(?i:the (?:film|movie|production|series|show|album|"
+    r"song|book|play|novel|episode))\b(?! (?:of |that |which |whose |[A-Z\"'0-9]))",
+)
 _PRONOUN = re.compile(r"\b(?:he|she|they|him|her|his|their|them|its|it)\b", re.IGNORECASE)
 _NAME_WORD = re.compile(r"(?<=\s)[A-Z][\w'.-]*")
 
 
 def dangling_reference(question: str) -> str | None:
     """The word of ``question`` that points at something it never names, or None: a
-    demonstrative ("these tests") or a pronoun before any name ("When did he join Ferrari?";
+    demonstrative ("these tests"), a work named by its kind only ("in the film"), or a
+    pronoun before any name ("When did he join Ferrari?";
     "Which team did Russell join after he left Williams?" names him first)."""
     m = _DEMONSTRATIVE.search(question)
     if m:

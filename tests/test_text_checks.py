@@ -133,6 +133,11 @@ def test_leaning_questions_are_caught(question: str) -> None:
         "In which context was the Model Y first shown?",
         "What passage did Magellan find?",
         "When was the passage of the Affordable Care Act?",
+        # a work's kind followed by its name, an "of" or a clause that says which one
+        "When was the film Oppenheimer released?",
+        "What is the name of the series of Diffusion Transformers operating on latent space?",
+        "What is the name of the novel that Florence Pugh will play the lead role of Cathy Ames "
+        "in a limited series adaptation of?",
     ],
 )
 def test_standalone_questions_pass(question: str) -> None:
@@ -148,6 +153,12 @@ def test_standalone_questions_pass(question: str) -> None:
         ("When did he join Ferrari?", "he"),
         ("What year was it founded?", "it"),
         ("In 2014, which label did they sign?", "they"),
+        # dev gold: which film, which production, only the page says
+        ("What character did Luke Y. Thompson call a 'womanizer' in the film?", "the film"),
+        (
+            "Who deemed Florence Pugh's performance to be the production's prime asset?",
+            "the production",
+        ),
     ],
 )
 def test_questions_pointing_at_an_unnamed_thing_are_caught(question: str, word: str) -> None:

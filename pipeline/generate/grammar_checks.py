@@ -135,6 +135,19 @@ def asks_for(user: str) -> str | None:
     return None
 
 
+_ASKS_A_YEAR = re.compile(r"^\s*(?:when|(?:in |during )?(?:what|which) year)\b", re.I)
+
+
+def year_missing(question: str, answer: str) -> str:
+    """Why the answer to a "when" / "in which year" question is no answer, or "": it holds no
+    year ("November" where the sentence says "In November, he signed ...", "11 years old").
+    Such a question has one answer only with a year; a month-or-day question ("In which
+    month ...?") is not asked here."""
+    if not _ASKS_A_YEAR.match(question) or re.search(r"\d{4}", answer):
+        return ""
+    return f"asks when, the answer {answer!r} holds no year"
+
+
 def user_premise_problem(user: str, sources: list[str]) -> str:
     """Why a user turn assumes what its sources (the turn's sentence, the title, the turns
     before it) do not say, or "": a name or number none of them has ("the lowest price in

@@ -39,6 +39,7 @@ from pipeline.generate.grammar_checks import (
     names_no_subject,
     premise_problem,
     side_problem,
+    year_missing,
 )
 from pipeline.generate.items import (
     FieldError,
@@ -172,8 +173,8 @@ RETRY_HINTS: dict[str, str] = {
     "old sentence.",
     "answer_too_long": "its answer is too long: give a short name, place, date, number or title.",
     "yes_no_answer": "it is a yes/no question.",
-    "question_not_standalone": "the question says he, she, it, this or these where it must "
-    "name who or what it is about.",
+    "question_not_standalone": "the question says he, she, it, this, these or 'the film' where "
+    "it must name who or what it is about.",
     "question_leans_on_text": "the question mentions the text or the article, which the quiz "
     "player never sees.",
     "question_not_about_evidence": "the question is not about the sentence it cites.",
@@ -190,6 +191,8 @@ RETRY_HINTS: dict[str, str] = {
     "says someone else did: keep who did what as the sentence says it.",
     "question_drops_date": "the sentence gives its figure as of a date: the question says "
     "that date.",
+    "answer_lacks_year": "a question asking when needs an answer with its year: ask about "
+    "another part of the sentence.",
     "answer_part_of_range": "the answer is only one end of a range or a score: the answer is "
     "the whole of it, as the sentence writes it.",
     "answer_not_attached": "the question asks about another action of the sentence than the "
@@ -503,6 +506,7 @@ class QAChecks:
         sided = side_problem(item.question, sources)
         swapped = actor_problem(item.question, item.evidence_text, item.title)
         undated = undated_figure(f"{item.question} {item.answer}", item.evidence_text)
+        yearless = year_missing(item.question, item.answer)
         halved = range_part(item.answer, item.evidence_text, item.question)
         named = name_part(item.answer, item.evidence_text)
         listed = list_part(item.answer, item.evidence_text)
@@ -518,6 +522,7 @@ class QAChecks:
             Check("question_side_unstated", not sided, sided),
             Check("question_actor_swapped", not swapped, swapped),
             Check("question_drops_date", not undated, undated),
+            Check("answer_lacks_year", not yearless, yearless),
             Check("answer_part_of_range", not halved, f"the evidence says {halved!r}"),
             Check("answer_part_of_name", not named, f"the evidence says {named!r}"),
             Check("answer_part_of_list", not listed, f"the evidence says {listed!r}"),

@@ -38,7 +38,8 @@ REASONS: dict[str, str] = {
     "evidence_outside_input": "an evidence index names a sentence that was not in the prompt",
     "evidence_unlabeled": "a dialogue turn rests on a sentence without a decided label",
     "question_leans_on_text": "the question points at the source text",
-    "question_not_standalone": "the question says 'this' / 'these' or a pronoun before any name",
+    "question_not_standalone": "the question says 'this' / 'these', 'the film' / 'the series' with "
+    "no name after it, or a pronoun before any name",
     "question_not_about_evidence": "the question shares too few content words with the evidence "
     "or title, or ranks its answer ('the main ...', 'the first ...') where the evidence does not",
     "turn_leans_on_text": "a dialogue utterance points at the source text",
@@ -69,6 +70,8 @@ REASONS: dict[str, str] = {
     'actor than the evidence does ("When was OpenAI accused?" where Altman was)',
     "question_drops_date": "the evidence gives its figure 'as of' a year the question and "
     "answer leave out, so it reads as true today",
+    "answer_lacks_year": 'a "when" / "which year" question whose answer holds no year '
+    '("November", "11 years old")',
     "answer_part_of_range": 'the answer is one end of a range or a score ("19" of "65–19")',
     "answer_not_attached": "the answer belongs to another action of its sentence than the one "
     "the question asks about (its verb, or the noun a count counts, is not in the question)",

@@ -470,6 +470,18 @@ CASES = [
         ),
         "question_drops_date",
     ),
+    (  # the sentence gives no year (dev gold, Pedro Pascal)
+        lambda: QUESTIONS.score_qa(
+            qa(
+                title="Pedro Pascal",
+                question="When did Pedro Pascal sign with Creative Artists Agency?",
+                answer="November",
+                evidence_text="In November, he signed with Creative Artists Agency.",
+            ),
+            n_sentences=20,
+        ),
+        "answer_lacks_year",
+    ),
     (  # 19 is the losses of the 65-19 record (dev gold, Denver Nuggets)
         lambda: QUESTIONS.score_qa(
             qa(
