@@ -25,6 +25,7 @@ from pipeline.generate.grammar_checks import (
     asks_for,
     is_cut_off,
     names_no_subject,
+    open_question,
     reply_additions,
     user_premise_problem,
 )
@@ -330,11 +331,13 @@ class DialogueChecks:
                 said = [t.evidence_text, dialogue.title]
                 said += [text for u in dialogue.turns[:k] for text in (u.user, u.expert)]
                 premise = user_premise_problem(t.user, said)
+                opened = open_question(t.user)
                 # the opening question is all a reader has to go on: it must name its subject
                 unnamed = names_no_subject(t.user, dialogue.title) if k == 0 else ""
                 checks += [
                     Check("question_names_nothing", not unnamed, unnamed),
                     Check("turn_premise_unstated", not premise, premise),
+                    Check("turn_open_question", not opened, opened),
                     Check("turn_cut_off", not cut, ", ".join(cut)),
                     Check("turn_adds_claims", not added, added),
                     Check("turn_drops_date", not undated, undated),

@@ -135,6 +135,21 @@ def asks_for(user: str) -> str | None:
     return None
 
 
+# "What other agencies ...?", "What happened after the rain?": questions whose answer is a
+# list or a story, which one sentence of the article does not give ("What else?" asks for
+# any further fact, which it does)
+_OPEN_QUESTION = re.compile(
+    r"^\s*(?:(?:what|which|who) other\b|what happened (?:after|before|next|then|at|during)\b)",
+    re.I,
+)
+
+
+def open_question(user: str) -> str:
+    """The words that make a user turn an open question one sentence cannot answer, or ""."""
+    found = _OPEN_QUESTION.match(user)
+    return f"asks {found.group(0).strip()!r}: a list or a story" if found else ""
+
+
 _ASKS_A_YEAR = re.compile(r"^\s*(?:when|(?:in |during )?(?:what|which) year)\b", re.I)
 
 

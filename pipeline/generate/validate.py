@@ -84,6 +84,8 @@ REASONS: dict[str, str] = {
     "its length cap)",
     "turn_adds_claims": "an expert reply says a thing, name, number or quality that its "
     "sentence, the title and the user's words do not",
+    "turn_open_question": "a user turn asks for a list or a story one sentence does not give "
+    "('What other agencies ...?', 'What happened after the rain?')",
     "turn_drops_date": "an expert reply repeats a figure its sentence gives 'as of' a year, "
     "without that year",
     "turn_not_answered": "the user asks when / how many / who / where and the expert's reply "

@@ -260,6 +260,10 @@ CASES = [
         )[-1],
         "turn_drops_date",
     ),
+    (  # one sentence does not list the others (dev gold, Department of Homeland Security)
+        lambda: QUESTIONS.score_turns(dialogue(user="What other labs did Karpathy join?"))[-1],
+        "turn_open_question",
+    ),
     (
         lambda: QUESTIONS.score_turns(dialogue(user="What is his most recent role at OpenAI?"))[-1],
         "turn_premise_unstated",
