@@ -178,6 +178,17 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
         kind = ENTITY_KINDS.get(ent.label_)
         if ent.start > 0 and doc[ent.start - 1].is_currency:
             ent = doc[ent.start - 1 : ent.end]  # "$3,000", not "3,000": the unit is the answer's
+        if kind == "date":
+            # "In late February 2024 Musk sued ...": the recognizer ran the date into the name
+            # after it
+            end = ent.end
+            while (
+                end - ent.start > 1
+                and doc[end - 1].pos_ == "PROPN"
+                and not _MONTH.search(doc[end - 1].text)
+            ):
+                end -= 1
+            ent = doc[ent.start : end]
         text = _clean(ent.text)
         if kind is None or not text or len(text.split()) > MAX_SPAN_WORDS:
             continue

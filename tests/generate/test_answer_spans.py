@@ -42,6 +42,13 @@ FORTUNE = (  # 3M, a dev article of the item gold set: "In which list did 3M ran
 )
 
 
+def test_a_date_the_recognizer_ran_into_a_name_stops_at_the_date() -> None:
+    # Sam Altman, a dev article: the answer "late February 2024 Musk" was offered and taken
+    sued = "In late February 2024 Musk sued OpenAI and Altman, alleging a breach of agreement."
+    spans = [s.text for s in answer_spans([0], [sued], "Sam Altman")]
+    assert "late February 2024" in spans and not any("Musk" in s for s in spans)
+
+
 def test_a_figure_that_ends_a_name_is_no_answer() -> None:
     assert name_part("500", FORTUNE) == "Fortune 500"
     assert name_part("5", "Denver won Game 5 at home.") == "Game 5"
