@@ -147,6 +147,14 @@ def _inside_brackets(doc: Any, start: int, end: int) -> bool:
     return before.count('"') % 2 == 1 and '"' in after
 
 
+# Units the entity recognizer leaves outside a number ("4.5 m" is CARDINAL "4.5")
+_UNITS = frozenset(
+    "m km cm mm nm ft mi kg mg lb lbs GB TB MB kB W kW MW GW Hz kHz MHz GHz mph km/h °C °F "  # noqa: SIM905
+    "ms".split()
+)
+_OR_SO = frozenset({"or more", "or less", "or fewer", "or higher", "or lower", "or so"})
+
+
 def _anchor(token: Any) -> Any | None:
     """The verb ``token`` is an argument of: up through prepositions, nouns it modifies and
     conjuncts to the first verb (a light "be" / "have" counts)."""
@@ -178,6 +186,11 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
         kind = ENTITY_KINDS.get(ent.label_)
         if ent.start > 0 and doc[ent.start - 1].is_currency:
             ent = doc[ent.start - 1 : ent.end]  # "$3,000", not "3,000": the unit is the answer's
+        end = ent.end
+        if kind in ("count", "amount") and end < len(doc) and doc[end].text in _UNITS:
+            ent, end, kind = doc[ent.start : end + 1], end + 1, "amount"  # "4.5 m", not "4.5"
+        if kind in ("count", "amount") and doc[end : end + 2].text.lower() in _OR_SO:
+            ent = doc[ent.start : end + 2]  # "40% or more": without its bound, another claim
         if kind == "date":
             # "In late February 2024 Musk sued ...": the recognizer ran the date into the name
             # after it

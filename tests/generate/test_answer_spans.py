@@ -49,6 +49,15 @@ def test_a_date_the_recognizer_ran_into_a_name_stops_at_the_date() -> None:
     assert "late February 2024" in spans and not any("Musk" in s for s in spans)
 
 
+def test_a_figure_keeps_its_unit_and_its_bound() -> None:
+    # dev readings: "What is the length of the PlayStation VR2 cable?" -> "4.5"; "What
+    # percentage of the range does an electric car lose ...?" -> "40%" (of "40% or more")
+    cable = answer_spans([0], ["The cable length is 4.5 m (14.7 ft)."], "PlayStation VR2")
+    assert [(s.text, s.kind) for s in cable] == [("4.5 m", "amount")]
+    cold = "Electric cars can lose 40% or more of their range below 20 °F."
+    assert "40% or more" in [s.text for s in answer_spans([0], [cold], "Tesla Model Y")]
+
+
 def test_a_figure_that_ends_a_name_is_no_answer() -> None:
     assert name_part("500", FORTUNE) == "Fortune 500"
     assert name_part("5", "Denver won Game 5 at home.") == "Game 5"
