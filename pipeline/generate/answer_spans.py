@@ -153,6 +153,11 @@ _UNITS = frozenset(
     "ms".split()
 )
 _OR_SO = frozenset({"or more", "or less", "or fewer", "or higher", "or lower", "or so"})
+_BOUNDS = frozenset(
+    {"over", "under", "about", "around", "nearly", "almost", "approximately", "roughly", "some",
+     "well over", "more than", "less than", "fewer than", "up to", "at least", "at most",
+     "just over", "just under"}
+)  # fmt: skip
 
 
 def _anchor(token: Any) -> Any | None:
@@ -191,6 +196,14 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
             ent, end, kind = doc[ent.start : end + 1], end + 1, "amount"  # "4.5 m", not "4.5"
         if kind in ("count", "amount") and doc[end : end + 2].text.lower() in _OR_SO:
             ent = doc[ent.start : end + 2]  # "40% or more": without its bound, another claim
+        if kind in ("count", "amount"):
+            for width in (2, 1):  # "well over 2 million", "about 220"
+                if (
+                    ent.start >= width
+                    and doc[ent.start - width : ent.start].text.lower() in _BOUNDS
+                ):
+                    ent = doc[ent.start - width : ent.end]
+                    break
         if kind == "date":
             # "In late February 2024 Musk sued ...": the recognizer ran the date into the name
             # after it

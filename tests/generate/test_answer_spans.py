@@ -56,6 +56,8 @@ def test_a_figure_keeps_its_unit_and_its_bound() -> None:
     assert [(s.text, s.kind) for s in cable] == [("4.5 m", "amount")]
     cold = "Electric cars can lose 40% or more of their range below 20 °F."
     assert "40% or more" in [s.text for s in answer_spans([0], [cold], "Tesla Model Y")]
+    sold = "As of March 2024, Sony had produced well over 2 million units."
+    assert "well over 2 million" in [s.text for s in answer_spans([0], [sold], "PlayStation VR2")]
 
 
 def test_a_figure_that_ends_a_name_is_no_answer() -> None:
