@@ -133,9 +133,9 @@ _NAME_WORD = re.compile(r"(?<=\s)[A-Z][\w'.-]*")
 
 def dangling_reference(question: str) -> str | None:
     """The word of ``question`` that points at something it never names, or None: a
-    demonstrative ("these tests"), a work named by its kind only ("in the film"), or a
-    pronoun before any name ("When did he join Ferrari?";
-    "Which team did Russell join after he left Williams?" names him first)."""
+    demonstrative ("these tests"), a work named by its kind only ("in the film"), or a pronoun
+    before any name ("When did he join Ferrari?"; "Which team did Russell join after he left
+    Williams?" names him first)."""
     m = _DEMONSTRATIVE.search(question)
     if m:
         return m.group(0)
