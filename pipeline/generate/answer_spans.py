@@ -184,6 +184,36 @@ def _is_title(text: str, title: str) -> bool:
     return f" {span} " in f" {name} " or f" {name} " in f" {span} "
 
 
+def _whole_figure(doc: Any, ent: Any) -> tuple[Any, bool]:
+    """A count or amount with what the recognizer left outside it: its unit ("4.5 m", not
+    "4.5"), its bound after it ("40% or more": without it, another claim) or before it ("well
+    over 2 million", "about 220"); and whether a unit was added (a measure, no count)."""
+    start, end = ent.start, ent.end
+    measured = end < len(doc) and doc[end].text in _UNITS
+    if measured:
+        end += 1
+    if doc[end : end + 2].text.lower() in _OR_SO:
+        end += 2
+    for width in (2, 1):
+        if start >= width and doc[start - width : start].text.lower() in _BOUNDS:
+            start -= width
+            break
+    return doc[start:end], measured
+
+
+def _date_alone(doc: Any, ent: Any) -> Any:
+    """A date without the name the recognizer ran into it ("In late February 2024 Musk sued
+    ..." -> "late February 2024")."""
+    end = ent.end
+    while (
+        end - ent.start > 1
+        and doc[end - 1].pos_ == "PROPN"
+        and not _MONTH.search(doc[end - 1].text)
+    ):
+        end -= 1
+    return doc[ent.start : end]
+
+
 def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
     """The answer spans of one parsed sentence, in sentence order."""
     out: list[AnswerSpan] = []
@@ -191,30 +221,11 @@ def spans_of(sent_idx: int, doc: Any, title: str) -> list[AnswerSpan]:
         kind = ENTITY_KINDS.get(ent.label_)
         if ent.start > 0 and doc[ent.start - 1].is_currency:
             ent = doc[ent.start - 1 : ent.end]  # "$3,000", not "3,000": the unit is the answer's
-        end = ent.end
-        if kind in ("count", "amount") and end < len(doc) and doc[end].text in _UNITS:
-            ent, end, kind = doc[ent.start : end + 1], end + 1, "amount"  # "4.5 m", not "4.5"
-        if kind in ("count", "amount") and doc[end : end + 2].text.lower() in _OR_SO:
-            ent = doc[ent.start : end + 2]  # "40% or more": without its bound, another claim
         if kind in ("count", "amount"):
-            for width in (2, 1):  # "well over 2 million", "about 220"
-                if (
-                    ent.start >= width
-                    and doc[ent.start - width : ent.start].text.lower() in _BOUNDS
-                ):
-                    ent = doc[ent.start - width : ent.end]
-                    break
-        if kind == "date":
-            # "In late February 2024 Musk sued ...": the recognizer ran the date into the name
-            # after it
-            end = ent.end
-            while (
-                end - ent.start > 1
-                and doc[end - 1].pos_ == "PROPN"
-                and not _MONTH.search(doc[end - 1].text)
-            ):
-                end -= 1
-            ent = doc[ent.start : end]
+            ent, measured = _whole_figure(doc, ent)
+            kind = "amount" if measured else kind
+        elif kind == "date":
+            ent = _date_alone(doc, ent)
         text = _clean(ent.text)
         if kind is None or not text or len(text.split()) > MAX_SPAN_WORDS:
             continue
