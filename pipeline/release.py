@@ -228,8 +228,11 @@ def prepare_release(job: ReleaseJob, new_revision: bool) -> ReleaseManifest | No
     if not job.out.exists():
         return None
     existing = own_marker(job.out / RELEASE_MANIFEST, ReleaseManifest)
-    intact = existing is not None and outputs_intact(
-        job.out, {n: f["sha256"] for n, f in existing.files.items()}
+    # Every listed file must carry a digest: an entry without one is a damaged manifest.
+    intact = (
+        existing is not None
+        and len(existing.outputs) == len(existing.files)
+        and outputs_intact(job.out, existing.outputs)
     )
     if intact and existing.inputs_digest == job.inputs_digest and not new_revision:
         existing.already_done = True

@@ -97,6 +97,36 @@ def offline_embedder():  # noqa: ANN201 - pipeline.models.embedder.Embedder
     return load_embedder("packaged:all-MiniLM-L6-v2")
 
 
+@pytest.fixture(scope="session")
+def cached_offline_embedder(offline_embedder, tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """The offline embedder behind one vector cache for the session: tests that embed the same
+    corpus again (retrievers, exports) pay for it once."""
+    from pipeline.models.embedder import CachedEmbedder
+    from pipeline.models.vector_cache import VectorCache
+
+    cache = VectorCache(tmp_path_factory.mktemp("vectors") / "embeddings.sqlite")
+    return CachedEmbedder(offline_embedder, cache)
+
+
+@pytest.fixture
+def exports_share_the_session_embedder(
+    monkeypatch: pytest.MonkeyPatch, cached_offline_embedder
+) -> None:
+    """An export (in this process) that loads the packaged MiniLM for its dense top-3 gets the
+    session's cached one: the same vectors, without embedding every passage again per test.
+    (test_export_hf keeps exports that load their own.)"""
+    import pipeline.models.embedder as embedder_module
+
+    load = embedder_module.load_embedder
+
+    def shared(model_id: str, *args: object, **kwargs: object):  # noqa: ANN202
+        if model_id == embedder_module.PACKAGED_MINILM and not args and not kwargs:
+            return cached_offline_embedder
+        return load(model_id, *args, **kwargs)
+
+    monkeypatch.setattr(embedder_module, "load_embedder", shared)
+
+
 @pytest.fixture(autouse=True)
 def _no_update_judge_from_the_config(request: pytest.FixtureRequest, monkeypatch) -> None:
     """Labels in tests must not depend on whether the default local model (a separate 1.1 GB

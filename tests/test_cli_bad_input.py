@@ -32,6 +32,9 @@ from wikidrift.cli import main
 
 A, B, C = STAGE_DATES
 
+# The export rows load the dense retriever's embedder: the session's cached one.
+pytestmark = pytest.mark.usefixtures("exports_share_the_session_embedder")
+
 
 @dataclass
 class Ctx:
@@ -61,6 +64,14 @@ def _garbage(path: Path) -> Callable[[Ctx], None]:
         target.write_bytes(b"this is not what wikidrift wrote " * 40)
 
     return damage
+
+
+def _drop_a_digest(ctx: Ctx) -> None:
+    """A manifest that parses but lists a file without its sha256."""
+    path = ctx.workdir / "releases" / B / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["files"]["qa.parquet"]["sha256"]
+    path.write_text(json.dumps(manifest))
 
 
 def _snapshot_args(ctx: Ctx, date: str) -> list[str]:
@@ -428,6 +439,13 @@ ROWS = [
         _release(B),
         ("is damaged", "--force"),
         setup=_garbage(Path("releases", B, "retired.parquet")),
+        then=[(_release(B, "--force"), 0), (lambda c: ["verify", "--release", B, *c.common], 0)],
+    ),
+    Row(
+        "release-manifest-entry-without-digest",
+        _release(B),
+        ("is damaged", "--force"),
+        setup=_drop_a_digest,
         then=[(_release(B, "--force"), 0), (lambda c: ["verify", "--release", B, *c.common], 0)],
     ),
     # ---- written by a newer wikidrift

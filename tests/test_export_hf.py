@@ -23,10 +23,12 @@ def test_split_names_are_valid() -> None:
     assert re.fullmatch(r"\w+(\.\w+)*", split_name("2024-06-01"))
 
 
-def test_export_loads_with_datasets(released_workdir: Path, tmp_path: Path) -> None:
+def test_export_loads_with_datasets(
+    released_workdir: Path, tmp_path: Path, cached_offline_embedder
+) -> None:
     from datasets import load_dataset
 
-    out = export_hf(released_workdir, B, tmp_path / "hf")
+    out = export_hf(released_workdir, B, tmp_path / "hf", embedder=cached_offline_embedder)
     card = (out / "README.md").read_text()
     assert card.startswith("---\nconfigs:\n")
     for name in CONFIGS:
@@ -64,9 +66,9 @@ class RecordingHub:
 
 
 def test_push_uploads_the_folder_and_tags_the_release(
-    released_workdir: Path, tmp_path: Path
+    released_workdir: Path, tmp_path: Path, cached_offline_embedder
 ) -> None:
-    out = export_hf(released_workdir, B, tmp_path / "hf")
+    out = export_hf(released_workdir, B, tmp_path / "hf", embedder=cached_offline_embedder)
     hub = RecordingHub()
     tag = push_to_hub(out, "me/wikidrift", api=hub)
     assert tag == read_manifest(released_workdir, B).release_id
@@ -93,7 +95,7 @@ def test_cli_export_hf(released_workdir: Path, tmp_path: Path, capsys) -> None:
 
 
 def test_export_redacts_a_release_written_before_redaction(
-    released_workdir: Path, tmp_path: Path
+    released_workdir: Path, tmp_path: Path, cached_offline_embedder
 ) -> None:
     import json
 
@@ -113,7 +115,7 @@ def test_export_redacts_a_release_written_before_redaction(
     (src / "README.md").write_text(card + "\nModel: /home/carol/models/q.gguf\n")
     reseal_release(workdir, B)
     manifest = json.loads((src / "manifest.json").read_text())
-    out = export_hf(workdir, B, tmp_path / "hf")
+    out = export_hf(workdir, B, tmp_path / "hf", embedder=cached_offline_embedder)
     for name in ("manifest.json", "README.md"):
         text = (out / name).read_text()
         for secret in ("carol", "s3cret", "192.0.2.5"):
@@ -157,12 +159,14 @@ def test_export_carries_top3_passages(released_workdir: Path, tmp_path: Path) ->
     assert "`dense_top3` by `packaged:all-MiniLM-L6-v2`" in card
 
 
-def test_lm_eval_task_yamls(released_workdir: Path, tmp_path: Path, monkeypatch) -> None:
+def test_lm_eval_task_yamls(
+    released_workdir: Path, tmp_path: Path, monkeypatch, cached_offline_embedder
+) -> None:
     """The task YAMLs hold the keys and values lm-evaluation-harness's task config needs, and
     load and run with it (an oracle model: every QA answer right, every dialogue reply wrong)."""
     import yaml
 
-    out = export_hf(released_workdir, B, tmp_path / "hf")
+    out = export_hf(released_workdir, B, tmp_path / "hf", embedder=cached_offline_embedder)
     folder = out / "lm_eval"
     names = sorted(p.stem for p in folder.glob("*.yaml"))
     configs = ("qa", "dialogue", "temporal_qa", "timelines")
@@ -217,7 +221,7 @@ def test_lm_eval_task_yamls(released_workdir: Path, tmp_path: Path, monkeypatch)
 
 
 def test_export_has_the_sources_config_and_filtered_lm_eval_tasks(
-    released_workdir: Path, tmp_path: Path, monkeypatch
+    released_workdir: Path, tmp_path: Path, monkeypatch, cached_offline_embedder
 ) -> None:
     """``sources`` is a config of the export; an export with an item filter writes it into
     ``wikidrift_docs.py`` and its tasks score only the rows it keeps (as ``evaluate``)."""
@@ -232,6 +236,7 @@ def test_export_has_the_sources_config_and_filtered_lm_eval_tasks(
         c,
         tmp_path / "hf",
         item_filter={"created_after": cutoff, "types": ["new", "changed"]},
+        embedder=cached_offline_embedder,
     )
     card = (out / "README.md").read_text()
     assert "- config_name: sources" in card and (out / "sources").is_dir()

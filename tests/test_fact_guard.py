@@ -3,6 +3,8 @@ are refused; formatting-only edits stay unchanged; ``faithful`` reproduces GrowO
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from pipeline.config import load_config
@@ -23,7 +25,11 @@ def labels(tmp_path_factory: pytest.TempPathFactory, splitter, offline_embedder)
     out = {}
     for faithful in (False, True):
         mode = "faithful" if faithful else "guarded"
+        # The faithful run starts from the guarded one's workdir without its labels: the same
+        # snapshots, and the sentence vectors already in its cache.
         workdir = copy_workdir(built, tmp_path_factory.mktemp(mode) / "w")
+        shutil.rmtree(workdir / "labels", ignore_errors=True)
+        built = workdir
         cfg = load_config(profile="offline", overrides={"align": {"faithful": faithful}})
         labeler = make_labeler(cfg, workdir, embedder=offline_embedder)
         for old, new in PAIRS:

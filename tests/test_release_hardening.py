@@ -234,6 +234,7 @@ def test_verify_checks_the_config_hash(released_workdir: Path, tmp_path: Path, f
     assert len(problems) == 1 and "config_hash" in problems[0], problems
 
 
+@pytest.mark.usefixtures("exports_share_the_session_embedder")
 def test_manifest_card_and_export_publish_nothing_private(
     released_workdir: Path, tmp_path: Path
 ) -> None:

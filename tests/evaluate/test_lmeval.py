@@ -18,7 +18,7 @@ from pipeline.models.llm.llamacpp_server import LlamaServer, ServerSettings
 from pipeline.models.llm.packaged import packaged_gguf
 from tests.conftest import STAGE_DATES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("exports_share_the_session_embedder")]
 
 B = STAGE_DATES[1]
 ALIAS = "SmolLM2-135M-Instruct"

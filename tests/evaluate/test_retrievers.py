@@ -77,9 +77,9 @@ def test_bm25_finds_the_paragraph_of_a_sentence(corpus: list) -> None:
     assert BM25Retriever(corpus).search(["zzzzqx"], 3) == [[]]  # no shared term, no hit
 
 
-def test_dense_finds_the_paragraph_of_a_sentence(corpus: list, offline_embedder) -> None:
+def test_dense_finds_the_paragraph_of_a_sentence(corpus: list, cached_offline_embedder) -> None:
     probes = _probes(corpus)
-    hits = DenseRetriever(corpus, offline_embedder).search([q for q, _ in probes], 3)
+    hits = DenseRetriever(corpus, cached_offline_embedder).search([q for q, _ in probes], 3)
     found = sum(
         pid in {x.passage.passage_id for x in h} for h, (_, pid) in zip(hits, probes, strict=True)
     )
@@ -88,13 +88,13 @@ def test_dense_finds_the_paragraph_of_a_sentence(corpus: list, offline_embedder)
 
 
 def test_temporal_ranks_outdated_passages_down_and_drops_superseded_facts(
-    corpus: list, offline_embedder
+    corpus: list, cached_offline_embedder
 ) -> None:
     current_sentences = {s for p in corpus if p.current for s in p.sentences}
     outdated = [
         s for p in corpus if not p.current for s in p.sentences if s not in current_sentences
     ]
-    dense = DenseRetriever(corpus, offline_embedder)
+    dense = DenseRetriever(corpus, cached_offline_embedder)
     # a sentence edited away later, whose best dense match is an outdated paragraph
     sentence, top = next(
         (s, h[0])
@@ -111,11 +111,11 @@ def test_temporal_ranks_outdated_passages_down_and_drops_superseded_facts(
     assert top.passage.passage_id not in {h.passage.passage_id for h in filtered}
 
 
-def test_make_retriever(corpus: list, offline_embedder) -> None:
+def test_make_retriever(corpus: list, cached_offline_embedder) -> None:
     from pipeline.errors import WikidriftError
 
     assert make_retriever("none", corpus) is None
-    assert make_retriever("temporal", corpus, embedder=offline_embedder).name == "temporal"
+    assert make_retriever("temporal", corpus, embedder=cached_offline_embedder).name == "temporal"
     with pytest.raises(WikidriftError, match="needs an embedder"):
         make_retriever("dense", corpus)
     with pytest.raises(WikidriftError, match="allowed"):
@@ -141,9 +141,9 @@ class RecordingEmbedder:
 
 
 def test_dense_prefixes_queries_and_passages_and_temporal_pool(
-    corpus: list, offline_embedder
+    corpus: list, cached_offline_embedder
 ) -> None:
-    recorder = RecordingEmbedder(offline_embedder)
+    recorder = RecordingEmbedder(cached_offline_embedder)
     retriever = make_retriever(
         "temporal",
         corpus[:30],

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from pipeline.export_hf import export_hf, split_name
 from pipeline.layout import (
@@ -164,6 +165,7 @@ def test_card_counts_and_diff_cover_the_temporal_tables(released_workdir: Path) 
     assert r["kept"] + r["retired"] == m_b.counts["relations"]["total"]
 
 
+@pytest.mark.usefixtures("exports_share_the_session_embedder")
 def test_hf_export_has_the_temporal_configs(released_workdir: Path, tmp_path: Path) -> None:
     import datasets
 
