@@ -93,7 +93,9 @@ def verify_release(workdir: str | Path, snapshot: str) -> list[str]:
         path = out / name
         if not path.exists():
             problems.append(f"{path}: listed in manifest.json but missing")
-        elif file_sha256(path) != meta["sha256"]:
+        elif name not in manifest.outputs:
+            problems.append(f"{out / RELEASE_MANIFEST}: {name} is listed without its sha256")
+        elif file_sha256(path) != manifest.outputs[name]:
             problems.append(f"{path}: sha256 {file_sha256(path)} != manifest {meta['sha256']}")
     if problems:
         return header + problems  # tables cannot be trusted past a checksum failure

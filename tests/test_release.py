@@ -112,6 +112,17 @@ def test_verify_fails_on_a_tampered_file(released_workdir: Path, tmp_path: Path)
     assert len(problems) == 1 and "qa.parquet: sha256" in problems[0]
 
 
+def test_verify_names_a_file_listed_without_its_sha256(
+    released_workdir: Path, tmp_path: Path
+) -> None:
+    workdir = copy_workdir(released_workdir, tmp_path / "w")
+    path = release_dir(workdir, B) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["files"]["qa.parquet"]["sha256"]
+    path.write_text(json.dumps(manifest))
+    assert verify_release(workdir, B) == [f"{path}: qa.parquet is listed without its sha256"]
+
+
 def _rewrite(workdir: Path, snapshot: str, name: str, table) -> None:
     out = release_dir(workdir, snapshot)
     path = out / f"{name}.parquet"
