@@ -23,6 +23,10 @@ the parse"):
   there is none; a fact whose clause gives a date no single timestamp writes ("in the
   1990s", "until 1985", "in 2016, 2022 and 2023") is not written: undated, it would read as
   timeless.
+
+Why one long module: the rules are one reading of one parse (subject, verb, object, date and
+the clauses that withhold a fact), each a few lines over the same tokens; split apart, every
+part would import the others' private helpers.
 """
 
 from __future__ import annotations
