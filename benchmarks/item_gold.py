@@ -126,7 +126,7 @@ NEW_CHECKS = frozenset(
      "answer_part_of_name", "answer_part_of_list", "answer_not_attached", "turn_cut_off",
      "turn_adds_claims", "turn_not_answered", "turn_premise_unstated", "generic_subject",
      "question_drops_date", "turn_drops_date", "answer_lacks_year",
-     "turn_open_question"}
+     "turn_open_question", "answer_abbreviates_question"}
 )  # fmt: skip
 
 _ORIGIN = {"qa_initial": "initial", "qa_new": "new_sentences", "qa_changed": "changed_sentence"}

@@ -295,6 +295,37 @@ def _choice_options(question: str) -> list[set[str]]:
     return options
 
 
+# Words an organisation's initials skip ("Department of Homeland Security" -> DHS).
+_INITIALS_SKIP = frozenset({"of", "and", "the", "for", "on", "in", "de", "&"})
+_INITIALS_ANSWER = re.compile(r"(?:the\s+)?((?:[A-Z]\.?){2,6})", re.IGNORECASE)
+
+
+def abbreviates_question_words(question: str, answer: str) -> bool:
+    """True when the answer is the initials of capitalized words in a row of the question
+    ("What is the name of the United States Department of Homeland Security?" -> "DHS" or
+    "U.S."): the question names what it asks for in full."""
+    shape = _INITIALS_ANSWER.fullmatch(answer.strip())
+    if shape is None or not shape.group(1).replace(".", "").isupper():
+        return False
+    letters = shape.group(1).replace(".", "")
+    words = re.findall(r"[\w'\u2019.-]+|&", question)
+    for start, first in enumerate(words):
+        if not first[0].isupper():
+            continue
+        initials = ""
+        for word in words[start:]:
+            if initials and word.lower() in _INITIALS_SKIP:
+                continue
+            if not word[0].isupper():
+                break
+            initials += word[0]
+            if not letters.startswith(initials):
+                break
+            if initials == letters:
+                return True
+    return False
+
+
 def gives_answer_away(question: str, answer: str) -> str:
     """Why the question alone reveals the answer, or "" when it does not.
 

@@ -79,6 +79,7 @@ from pipeline.generate.validate import (
 from pipeline.models.llm.base import LLMRequest, LLMResponse
 from pipeline.syntax import actor_problem
 from pipeline.text_checks import (
+    abbreviates_question_words,
     about_evidence,
     contains_normalized,
     dangling_reference,
@@ -168,6 +169,7 @@ NO_CONTEXT = "(none)"
 RETRY_HINTS: dict[str, str] = {
     "answer_in_question": "its answer already appears in the question.",
     "answerable_from_question": "the question gives its answer away.",
+    "answer_abbreviates_question": "its answer is the initials of a name the question spells out.",
     "answer_not_grounded": "its answer is not copied word for word from the sentence.",
     "previous_answer_not_grounded": "the earlier answer is not copied word for word from the "
     "old sentence.",
@@ -429,6 +431,7 @@ class QAChecks:
         in_question = contains_normalized(answer, question)
         # only asked when the whole answer is not in the question, so one detail per item
         away = "" if in_question else gives_answer_away(question, answer)
+        initials = not in_question and abbreviates_question_words(question, answer)
         return [
             Check(
                 "answer_too_long",
@@ -440,6 +443,7 @@ class QAChecks:
             Check("yes_no_answer", not yes_no, answer if yes_no else ""),
             Check("answer_in_question", not in_question, answer if in_question else ""),
             Check("answerable_from_question", not away, away),
+            Check("answer_abbreviates_question", not initials, answer if initials else ""),
         ]
 
     def score_qa(

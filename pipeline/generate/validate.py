@@ -48,6 +48,7 @@ REASONS: dict[str, str] = {
     "yes_no_answer": "the answer is yes/no instead of an entity",
     "answer_in_question": "the question already contains the answer",
     "answerable_from_question": "it gives the answer away (all its words, or as a choice)",
+    "answer_abbreviates_question": "the answer is the initials of words the question spells out",
     "answer_not_grounded": "the answer is not found in the evidence",
     "previous_answer_not_grounded": "the earlier answer is not found in the old sentence",
     "answers_identical": "earlier and current answers are the same after normalization",

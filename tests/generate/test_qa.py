@@ -672,6 +672,39 @@ def test_an_answer_mostly_spelled_out_by_its_question_is_rejected() -> None:
     assert verdict.reason == "answerable_from_question" and "most words" in verdict.detail
 
 
+# From the gold set's dev articles: the model offered the initials of a name the question
+# spells out as its answer.
+DHS = (
+    "The United States Department of Homeland Security (DHS) is the U.S. federal executive "
+    "department responsible for public security."
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("What is the name of the United States Department of Homeland Security?", "DHS"),
+        ("What is the name of the United States Department of Homeland Security?", "U.S."),
+        ("Which agency does the United States Department of Homeland Security run?", "the DHS"),
+    ],
+)
+def test_an_answer_that_abbreviates_the_question_is_rejected(question: str, answer: str) -> None:
+    item = qa(question=question, answer=answer, evidence_text=DHS, title="DHS")
+    verdict = V.score_qa(item, n_sentences=20)
+    assert verdict.reason == "answer_abbreviates_question", verdict.detail
+
+
+def test_initials_the_question_does_not_spell_out_pass() -> None:
+    item = qa(
+        question="Which department is responsible for public security in the United States?",
+        answer="DHS",
+        evidence_text=DHS,
+        title="DHS",
+    )
+    verdict = V.score_qa(item, n_sentences=20)
+    assert verdict.reason != "answer_abbreviates_question", verdict.detail
+
+
 BIOMARKER = (
     "For example, isolation of protoporphyrin IX from blood samples can be used as a diagnostic "
     "tool for atherosclerosis."

@@ -335,7 +335,7 @@ def test_every_injected_fault_is_rejected_with_its_reason_and_output(runs: Runs)
         "previous_answer_not_grounded", "answer_did_not_change", "question_names_nothing",
         "question_side_unstated", "question_actor_swapped", "answer_part_of_range",
         "turn_not_answered", "turn_premise_unstated", "question_drops_date", "turn_drops_date",
-        "answer_lacks_year", "turn_open_question",
+        "answer_lacks_year", "turn_open_question", "answer_abbreviates_question",
     }  # fmt: skip
     seen = {r["reason"] for r in rejects}
     assert seen == set(reject_reasons()) - unseen
