@@ -100,6 +100,12 @@ _WHEN = re.compile(r"^\s*(?:when\b|(?:in )?(?:what|which) (?:year|date|month|day
 _HOW_MANY = re.compile(r"^\s*how (?:many|much|long|old|big|large|far)\b", re.I)
 _WHO = re.compile(r"^\s*(?:who|whom)\b", re.I)
 _WHERE = re.compile(r"^\s*where\b", re.I)
+# "What is the MacBook Air's price range?" is answered by an amount of money, not by "its
+# lower prices relative to the MacBook Pro"
+_PRICE = re.compile(r"^\s*what (?:is|was|are|were) [^?]{0,40}?\bprices?\b", re.I)
+_MONEY = re.compile(
+    r"[$\u20ac\u00a3\u00a5\u20b9]|\b(?:dollars?|euros?|pounds?|yen|rupees?)\b", re.I
+)
 _YEARISH = re.compile(r"\b\d{4}\b")
 # A sentence that opens on its date ("In July 2022, the company announced ..."): the date of
 # its main event, the answer to "When did the company announce ...?".
@@ -111,6 +117,7 @@ _ANSWER_ENTITIES = {
     "how many": ("CARDINAL", "MONEY", "PERCENT", "QUANTITY", "DATE", "TIME", "ORDINAL"),
     "who": ("PERSON", "ORG", "NORP", "GPE"),
     "where": ("GPE", "LOC", "FAC", "ORG"),
+    "price": ("MONEY",),
 }
 
 
@@ -121,15 +128,15 @@ def is_cut_off(text: str, max_chars: int) -> bool:
 
 
 def asks_for(user: str) -> str | None:
-    """What kind of value a user turn asks for ("when", "how many", "who", "where"), read
-    from the question word of its last question; None when it is no such question."""
+    """What kind of value a user turn asks for ("when", "how many", "who", "where", "price"),
+    read from the question word of its last question; None when it is no such question."""
     question = user.strip()
     if "?" not in question:
         return None
     # the last sentence that is a question: "Interesting. When did she join?" -> "When ..."
     last = re.split(r"(?<=[.!?])\s+", question.rsplit("?", 1)[0])[-1]
     for kind, pattern in (("when", _WHEN), ("how many", _HOW_MANY), ("who", _WHO),
-                          ("where", _WHERE)):  # fmt: skip
+                          ("where", _WHERE), ("price", _PRICE)):  # fmt: skip
         if pattern.match(last):
             return kind
     return None
@@ -198,6 +205,8 @@ def answers_kind(expert: str, kind: str, evidence: str = "") -> bool:
         return True
     if kind == "when":
         return _YEARISH.search(expert) is not None
+    if kind == "price":
+        return _MONEY.search(expert) is not None
     if kind == "how many":
         return any(t.like_num or t.pos_ == "NUM" for t in doc)
     return any(t.pos_ == "PROPN" for t in doc)

@@ -61,7 +61,7 @@ from pipeline.stage_folders import GENERATION_MARKER, LABEL_MARKER
 log = logging.getLogger(__name__)
 
 # Bump when parsing / validation changes what a run keeps, so stored runs are not reused.
-GENERATOR_VERSION = "generate-14"
+GENERATOR_VERSION = "generate-15"
 
 GENERATED_FOLDER = ShardedFolder(
     GENERATION_MARKER, GenerationSummary, tuple(f"{name}.parquet" for name in GENERATED_TABLES)

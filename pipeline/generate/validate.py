@@ -89,8 +89,8 @@ REASONS: dict[str, str] = {
     "('What other agencies ...?', 'What happened after the rain?')",
     "turn_drops_date": "an expert reply repeats a figure its sentence gives 'as of' a year, "
     "without that year",
-    "turn_not_answered": "the user asks when / how many / who / where and the expert's reply "
-    "holds no date / number / name",
+    "turn_not_answered": "the user asks when / how many / who / where / what price and the "
+    "expert's reply holds no date / number / name / amount of money",
     "generic_subject": "a quadruple's subject names no one and nothing in particular (no name, "
     "no number, no word of the title): 'Analysts', 'the collaboration'",
     "repeated_turn": "an expert reply says little that an earlier reply of the same dialogue "

@@ -90,6 +90,16 @@ def test_dialogue_turns() -> None:
     assert not answers_kind("Mercedes confirmed he would drive for Ferrari from 2025.", "when",
                             evidence)  # fmt: skip
     assert answers_kind("She joined in 2012.", "when", "She joined the company in 2012.")
+    # asked a price, a reply with no amount of money answers nothing (dev gold, MacBook Air)
+    assert asks_for("What is the MacBook Air's price range?") == "price"
+    assert asks_for("What is the price of semaglutide in Japan?") == "price"
+    assert asks_for("What is the impact of high costs on patients?") is None
+    assert not answers_kind(
+        "The MacBook Air's lower prices relative to the MacBook Pro have made it Apple's "
+        "entry-level notebook.", "price"
+    )  # fmt: skip
+    assert answers_kind("Ozempic costs $169 in Japan.", "price")
+    assert answers_kind("It sells for 999 euros.", "price")
     assert is_cut_off("GT Mode with RBM function, a", 360)
     assert is_cut_off("x" * 359 + ".", 360)  # it filled its cap
     assert not is_cut_off("It has GT Mode.", 360)
