@@ -35,7 +35,7 @@ from pipeline.temporal.phrasing import Phrasing, recheck
 from pipeline.temporal.questions import Fact, QuestionSpec, time_phrase_of
 
 # Stamped on every templated question and part of the temporal stage's digest.
-TEMPLATE_VERSION = "temporal-template-3"
+TEMPLATE_VERSION = "temporal-template-4"
 _BE = frozenset("is are was were".split())  # noqa: SIM905
 _AUXILIARIES = _BE | frozenset(
     "has have had will would can could may might must shall should".split()  # noqa: SIM905
@@ -127,10 +127,22 @@ _PLACES = frozenset({"GPE", "LOC", "FAC"})
 
 
 def _asks_who(fact: Fact) -> bool:
-    """Whether the fact's object is a person, so that its question asks "who"."""
+    """Whether the fact's object is a person, so that its question asks "who": a person the
+    parse names in full, or the article's own person by surname ("Musk sued OpenAI and
+    Altman" on the page "Sam Altman")."""
     # "moved to Saint Paul": a place, whatever the entity tagger says.
     to_place = fact.relation.split()[-1:][0].lower() in _PLACE_PREPS
-    return not to_place and _is_person(fact.object, fact.evidence_text)
+    return not to_place and (_is_person(fact.object, fact.evidence_text) or _names_own_person(fact))
+
+
+def _names_own_person(fact: Fact) -> bool:
+    """The object is the surname of the article's person, written without "the". The tagger
+    is no help here: it calls "Altman" of "Musk sued OpenAI and Altman" a place, and both the
+    title "Miami Dolphins" and "the Dolphins" of "Saban coached the Dolphins" persons."""
+    return (
+        _full_name(fact.object, fact.title) != fact.object
+        and _with_article(fact.object, fact.evidence_text) == fact.object
+    )
 
 
 def _asks_where(fact: Fact) -> bool:
