@@ -409,6 +409,18 @@ CASES = [
         "answerable_from_question",
     ),
     (
+        lambda: V.score_qa(
+            qa(
+                question="What is the name of the United States Department of Homeland Security?",
+                answer="DHS",
+                evidence_text=DHS,
+                title="DHS",
+            ),
+            n_sentences=20,
+        ),
+        "answer_abbreviates_question",
+    ),
+    (
         lambda: V.score_qa(qa(question="When did Karpathy leave OpenAI肝?"), n_sentences=20),
         "garbled_text",
     ),

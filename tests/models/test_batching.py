@@ -73,8 +73,8 @@ def _pieced(
 
 
 def test_minilm_vectors_do_not_depend_on_batch_composition_order_or_threads() -> None:
-    texts = _real_sentences(120)
-    assert len(texts) == 120
+    texts = _real_sentences(60)
+    assert len(texts) == 60
     embedder = load_embedder(PACKAGED_MINILM)
     whole = embedder.embed(texts)
     for parts in _compositions(len(texts)):
