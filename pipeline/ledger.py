@@ -18,7 +18,10 @@ After snapshot ``t`` the ledger lives in ``<workdir>/ledger/<t>/``:
 Maintenance at ``t`` from the labels ``t-1 -> t`` (GrowOVER Algorithms 4 and 5): an item
 whose evidence sentences are all unchanged stays, typed unchanged, its evidence moved to the
 new indices; otherwise it is retired with the reason (``evidence_changed``,
-``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). For dialogues the unit is
+``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). A QA item whose evidence
+stayed but was edited is retired too when the edit no longer fits its answer
+(``answer_no_longer_fits``: the answer is gone from the sentence, or now one member of a
+list, one end of a range, the end of a name). For dialogues the unit is
 the turn: an excluded turn stays in its dialogue as context but is no longer evaluated; a
 dialogue leaves the benchmark when none of its turns is left.
 
@@ -39,6 +42,7 @@ import pyarrow as pa
 
 from pipeline.errors import WikidriftError
 from pipeline.fact_keys import normalize_key
+from pipeline.generate.answer_spans import edit_misfit
 from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import (
     LEDGER_FILES,
@@ -67,6 +71,12 @@ from pipeline.storage import (
     write_json_atomic,
     write_parquet_atomic,
 )
+
+# Bump when maintenance decides differently, so stored ledger steps are redone.
+LEDGER_RULES = "ledger-2"
+# Why a QA item leaves although its evidence stayed `unchanged`: the small edit took its
+# answer out of the sentence, or made it one of a list, one end of a range, part of a name.
+ANSWER_NO_LONGER_FITS = "answer_no_longer_fits"
 
 
 def recover_ledger(workdir: str | Path) -> list[str]:
@@ -178,7 +188,7 @@ def plan_ledger(workdir: str | Path, snapshot: str, previous: str | None) -> Led
             snapshot_dir(workdir, snapshot) / "sentences.parquet",
         ]
     files = verified_inputs(workdir, inputs)
-    digest = job_digest(files)
+    digest = job_digest({"files": files, "rules": LEDGER_RULES})
     return LedgerJob(str(workdir), snapshot, previous, digest, files)
 
 
@@ -275,20 +285,25 @@ def _maintain(
                 else:
                     reason = f"evidence_{f}"
                     break
+        new_idx = sorted(moved)
+        new_text = " ".join(texts[(page, j)] for j in new_idx)
+        # A sentence edited too little to be relabeled can still take a QA answer's fit away.
+        edited = reason is None and kind == "qa" and new_text != ev["evidence_text"]
+        if edited and edit_misfit(it["question"], it["answer"], ev["evidence_text"], new_text):
+            reason = ANSWER_NO_LONGER_FITS
         if reason is not None:
             it["valid_to"] = snapshot
             it["retired_reason"] = reason
             summary.retired.setdefault(kind, {})
             summary.retired[kind][reason] = summary.retired[kind].get(reason, 0) + 1
             continue
-        new_idx = sorted(moved)
         evidence_rows.append(
             {
                 "item_id": it["item_id"],
                 "snapshot": snapshot,
                 "page_id": page,
                 "evidence_sent_idx": new_idx,
-                "evidence_text": " ".join(texts[(page, j)] for j in new_idx),
+                "evidence_text": new_text,
                 "type": "unchanged",
             }
         )
