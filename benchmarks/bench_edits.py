@@ -2,9 +2,10 @@
 (the ledger's ``answer_no_longer_fits``), on all 36 wikisnap articles over the four date pairs.
 
 Builds the snapshots and offline labels in a scratch workdir, then, for every `unchanged` pair
-of one old sentence and one new sentence whose texts differ, takes the answer spans answer-first
-QA could offer from the old sentence and asks :func:`edit_misfit` of each. Prints the counts
-and writes every retirement to ``<workdir>/edit_misfits.jsonl`` for reading.
+of one old sentence and one new sentence whose texts differ, takes the answer spans
+answer-first QA could offer from the old sentence and the quadruples the parse reads off it,
+and asks :func:`~pipeline.carried_items.qa_misfit` / ``fact_misfit`` of each. Prints the
+counts and writes every retirement to ``<workdir>/edit_misfits.jsonl`` for reading.
 
     .venv/bin/python -m benchmarks.bench_edits [--workdir DIR]
 """
@@ -21,11 +22,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipeline.carried_items import fact_misfit, qa_misfit  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
-from pipeline.generate.answer_spans import answer_spans, edit_misfit  # noqa: E402
+from pipeline.generate.answer_spans import answer_spans  # noqa: E402
+from pipeline.generate.quadruple_parse import facts_of  # noqa: E402
 from pipeline.labeling.stage import label_snapshots, make_labeler  # noqa: E402
 from pipeline.layout import read_labels, sentence_texts  # noqa: E402
 from pipeline.models.embedder import PACKAGED_MINILM, load_embedder  # noqa: E402
+from pipeline.syntax import parse  # noqa: E402
 from pipeline.text import SentenceSplitter  # noqa: E402
 from tests.conftest import WIKISNAP, WIKISNAP_DATES, build_wikisnap_snapshots  # noqa: E402
 
@@ -67,12 +71,21 @@ def main() -> None:
                 counts["edited pairs"] += 1
                 for span in answer_spans([0], [before], ""):
                     counts["answer spans"] += 1
-                    why = edit_misfit("", span.text, before, after)
+                    why = qa_misfit("", span.text, before, after)
                     if why:
                         counts["no longer fit"] += 1
                         counts["  gone from the sentence" if "no longer" in why else
                                "  now one of a list / range / name"] += 1  # fmt: skip
                         record = {"pair": f"{old}->{new}", "page_id": page, "answer": span.text,
+                                  "why": why, "old": before, "new": after}  # fmt: skip
+                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                for fact in facts_of(parse(before)):
+                    counts["parsed quadruples"] += 1
+                    why = fact_misfit(fact.timestamp, before, after)
+                    if why:
+                        counts["quadruples that no longer fit"] += 1
+                        quad = [fact.subject, fact.relation, fact.object, fact.timestamp]
+                        record = {"pair": f"{old}->{new}", "page_id": page, "fact": quad,
                                   "why": why, "old": before, "new": after}  # fmt: skip
                         out.write(json.dumps(record, ensure_ascii=False) + "\n")
     for key, n in counts.items():

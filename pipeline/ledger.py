@@ -18,12 +18,12 @@ After snapshot ``t`` the ledger lives in ``<workdir>/ledger/<t>/``:
 Maintenance at ``t`` from the labels ``t-1 -> t`` (GrowOVER Algorithms 4 and 5): an item
 whose evidence sentences are all unchanged stays, typed unchanged, its evidence moved to the
 new indices; otherwise it is retired with the reason (``evidence_changed``,
-``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). A QA item whose evidence
-stayed but was edited is retired too when the edit no longer fits its answer
-(``answer_no_longer_fits``: the answer is gone from the sentence, or now one member of a
-list, one end of a range, the end of a name). For dialogues the unit is
-the turn: an excluded turn stays in its dialogue as context but is no longer evaluated; a
-dialogue leaves the benchmark when none of its turns is left.
+``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). A QA pair or quadruple whose
+evidence stayed but was edited is retired too when the edit no longer fits it
+(``answer_no_longer_fits``: the QA answer or the quadruple's year is gone from the sentence,
+or the answer is now one member of a list, one end of a range, the end of a name).
+For dialogues the unit is the turn: an excluded turn stays in its dialogue as context but is
+no longer evaluated; a dialogue leaves the benchmark when none of its turns is left.
 
 Supersession (MemStrata): a new quadruple with the same normalized (subject, relation) as a
 valid one and a different object closes the earlier one (``valid_to``, ``superseded_by``)
@@ -40,9 +40,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.carried_items import fact_misfit, qa_misfit
 from pipeline.errors import WikidriftError
 from pipeline.fact_keys import normalize_key
-from pipeline.generate.answer_spans import edit_misfit
 from pipeline.item_kinds import LEDGER_KINDS
 from pipeline.layout import (
     LEDGER_FILES,
@@ -74,8 +74,9 @@ from pipeline.storage import (
 
 # Bump when maintenance decides differently, so stored ledger steps are redone.
 LEDGER_RULES = "ledger-2"
-# Why a QA item leaves although its evidence stayed `unchanged`: the small edit took its
-# answer out of the sentence, or made it one of a list, one end of a range, part of a name.
+# Why a QA pair or quadruple leaves although its evidence stayed `unchanged`: the small edit
+# took its answer (a quadruple's year) out of the sentence, or made the answer one of a list,
+# one end of a range, part of a name (pipeline.carried_items).
 ANSWER_NO_LONGER_FITS = "answer_no_longer_fits"
 
 
@@ -287,9 +288,8 @@ def _maintain(
                     break
         new_idx = sorted(moved)
         new_text = " ".join(texts[(page, j)] for j in new_idx)
-        # A sentence edited too little to be relabeled can still take a QA answer's fit away.
-        edited = reason is None and kind == "qa" and new_text != ev["evidence_text"]
-        if edited and edit_misfit(it["question"], it["answer"], ev["evidence_text"], new_text):
+        # A sentence edited too little to be relabeled can still take an item's answer away.
+        if reason is None and new_text != ev["evidence_text"] and _misfit(it, ev, new_text):
             reason = ANSWER_NO_LONGER_FITS
         if reason is not None:
             it["valid_to"] = snapshot
@@ -308,6 +308,16 @@ def _maintain(
             }
         )
         summary.kept[kind] = summary.kept.get(kind, 0) + 1
+
+
+def _misfit(item: dict, evidence: dict, new_text: str) -> str:
+    """Why a carried QA pair or quadruple no longer fits its edited evidence, or ""."""
+    old_text = evidence["evidence_text"]
+    if item["kind"] == "qa":
+        return qa_misfit(item["question"], item["answer"], old_text, new_text)
+    if item["kind"] == "quadruple":
+        return fact_misfit(item["timestamp"], old_text, new_text)
+    return ""
 
 
 def _add_new(

@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.dates import MONTH_NAMES
 from pipeline.syntax import parse
-from pipeline.text_checks import content_words, is_grounded, normalize_answer, title_core
+from pipeline.text_checks import content_words, normalize_answer, title_core
 
 # spaCy entity label -> what kind of answer it is
 ENTITY_KINDS: dict[str, str] = {
@@ -136,42 +136,6 @@ def list_part(text: str, sentence: str) -> str:
     start = min(m.left_edge.i for m in members)
     end = max(m.right_edge.i for m in members)
     return span.doc[start : end + 1].text
-
-
-def edit_misfit(question: str, answer: str, old_sentence: str, new_sentence: str) -> str:
-    """Why an answer that fit its evidence does not fit the edited sentence, or "": the edit
-    (small enough for the sentence to stay `unchanged`) took the answer out, or made it one
-    member of a list, one end of a range or the end of a name, which the old sentence did not
-    ("retain Fernando Alonso as one of their drivers" -> "retain Fernando Alonso and Lance
-    Stroll as their drivers": "What driver will Aston Martin retain?" now has two answers)."""
-    if not _still_written(answer, new_sentence):
-        return f"the edited evidence no longer holds {answer!r}"
-    for part in (list_part, name_part, lambda a, s: range_part(a, s, question)):
-        now = part(answer, new_sentence)
-        # (a "list" of a dozen words is the parser joining clauses, not names)
-        if now and len(now.split()) <= _MAX_LIST_WORDS and not part(answer, old_sentence):
-            return f"the edited evidence says {now!r}"
-    return ""
-
-
-_MAX_LIST_WORDS = 12
-
-
-def _still_written(answer: str, sentence: str) -> bool:
-    """The answer is in the sentence: as a whole, spaced or cased otherwise ("25.6tbit" ->
-    "25.6 Tbit", "NBCUniversal" -> "NBC Universal"), or word for word with words between
-    ("Florence Pugh" -> "Florence Rose Pugh")."""
-    if is_grounded(answer, sentence):
-        return True
-
-    def squashed(text: str) -> str:
-        return re.sub(r"[\W_]+", "", text.casefold())
-
-    if squashed(answer) and squashed(answer) in squashed(sentence):
-        return True
-    words = re.findall(r"\w+", sentence.casefold())
-    wanted = re.findall(r"\w+", answer.casefold())
-    return bool(wanted) and all(w in words for w in wanted)
 
 
 def _inside_brackets(doc: Any, start: int, end: int) -> bool:

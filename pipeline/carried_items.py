@@ -1,0 +1,62 @@
+"""Whether an item carried to a new snapshot still fits its evidence sentence after an edit.
+
+The labeler calls a sentence `unchanged` when the edit is small (similar enough, no value it
+can see replaced), and the ledger carries the items resting on it. A small edit can still take
+an item's answer away: the clause holding it deleted, a value renamed or updated in words the
+labeler did not read as a replacement, a name that became one of a list. These functions say
+why such an item no longer fits (the ledger retires it as ``answer_no_longer_fits``), or ""."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.generate.answer_spans import list_part, name_part, range_part
+from pipeline.text_checks import is_grounded
+
+# A "list" of more words than this is the parser joining clauses, not names.
+_MAX_LIST_WORDS = 12
+_YEAR = re.compile(r"^(\d{4})")
+
+
+def qa_misfit(question: str, answer: str, old_sentence: str, new_sentence: str) -> str:
+    """Why a QA answer that fit its evidence does not fit the edited sentence, or "": the edit
+    took the answer out, or made it one member of a list, one end of a range or the end of a
+    name, which the old sentence did not ("retain Fernando Alonso as one of their drivers" ->
+    "retain Fernando Alonso and Lance Stroll as their drivers": "What driver will Aston Martin
+    retain?" now has two answers)."""
+    if not still_written(answer, new_sentence):
+        return f"the edited evidence no longer holds {answer!r}"
+    for part in (list_part, name_part, lambda a, s: range_part(a, s, question)):
+        now = part(answer, new_sentence)
+        if now and len(now.split()) <= _MAX_LIST_WORDS and not part(answer, old_sentence):
+            return f"the edited evidence says {now!r}"
+    return ""
+
+
+def fact_misfit(timestamp: str | None, old_sentence: str, new_sentence: str) -> str:
+    """Why a quadruple dated by its old sentence no longer fits the edited sentence, or "": the
+    year of its timestamp is gone from it ("In May 2023, Pascal was cast ..." -> "In May,
+    Pascal was cast ..."). Its object is not asked about: an object is a phrase, and edits
+    reword phrases of facts that still hold ("president of Y Combinator" -> "president of YC",
+    "garnered a nomination" -> "was nominated": 5 of the 6 such retirements on wikisnap)."""
+    year = _YEAR.match(timestamp or "")
+    if year and year[1] in old_sentence and year[1] not in new_sentence:
+        return f"the edited evidence no longer gives {year[1]}"
+    return ""
+
+
+def still_written(text: str, sentence: str) -> bool:
+    """``text`` is in the sentence: as a whole, spaced or cased otherwise ("25.6tbit" ->
+    "25.6 Tbit", "NBCUniversal" -> "NBC Universal"), or word for word with words between
+    ("Florence Pugh" -> "Florence Rose Pugh")."""
+    if is_grounded(text, sentence):
+        return True
+
+    def squashed(value: str) -> str:
+        return re.sub(r"[\W_]+", "", value.casefold())
+
+    if squashed(text) and squashed(text) in squashed(sentence):
+        return True
+    words = re.findall(r"\w+", sentence.casefold())
+    wanted = re.findall(r"\w+", text.casefold())
+    return bool(wanted) and all(w in words for w in wanted)

@@ -1,0 +1,44 @@
+"""Carried items against their edited evidence sentences (real edits of wikisnap sentences)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.carried_items import fact_misfit, qa_misfit
+
+pytestmark = pytest.mark.slow  # spaCy
+
+
+def test_an_edit_that_no_longer_fits_the_answer() -> None:
+    question = "What driver will Aston Martin retain for 2025?"
+    old = "Aston Martin are set to retain Fernando Alonso as one of their drivers for 2025."
+    new = (
+        "Aston Martin are set to retain Fernando Alonso and Lance Stroll as their drivers for 2025."
+    )
+    assert "Lance Stroll" in qa_misfit(question, "Fernando Alonso", old, new)
+    assert qa_misfit(question, "Fernando Alonso", new, new) == ""  # a list already: no edit
+    assert qa_misfit("How many children?", "two", "He has two children.",
+                       "He is married and has two children.") == ""  # fmt: skip
+    assert "no longer holds" in qa_misfit(
+        "How many children?", "two", "He has two children.", "He has three children."
+    )
+    # written otherwise, the same answer (real edits of wikisnap sentences)
+    assert qa_misfit("", "25.6tbit", "It moves 25.6tbit/s.", "It moves 25.6 Tbit/s.") == ""
+    assert qa_misfit("", "Florence Pugh", "Florence Pugh was born in Oxford.",
+                       "Florence Rose Pugh was born in Oxford.") == ""  # fmt: skip
+    assert qa_misfit(
+        "When does the group stage run?", "September to December",
+        "The group stage is played from September to December.",
+        "The league phase is played from September to January.",
+    )  # fmt: skip
+
+
+def test_a_fact_whose_year_the_edit_took_out() -> None:
+    old = "In May 2023, Pascal was cast in an upcoming sequel of Gladiator."
+    new = "In May, Pascal was cast in an upcoming sequel of Ridley Scott's Gladiator."
+    assert "2023" in fact_misfit("2023-05", old, new)
+    assert fact_misfit("2023-05", old, old.replace("an upcoming", "the upcoming")) == ""
+    assert fact_misfit(None, old, new) == ""  # undated: nothing to lose
+    # a reworded object of a fact that still holds is no reason
+    assert fact_misfit("2014-02", "In February 2014, Altman was named president of Y Combinator.",
+                       "In February 2014, he was named president of YC.") == ""  # fmt: skip
