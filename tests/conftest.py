@@ -113,8 +113,8 @@ def exports_share_the_session_embedder(
     monkeypatch: pytest.MonkeyPatch, cached_offline_embedder
 ) -> None:
     """An export (in this process) that loads the packaged MiniLM for its dense top-3 gets the
-    session's cached one: the same vectors, without embedding every passage again per test.
-    (test_export_hf keeps exports that load their own.)"""
+    session's cached one: the same vectors, without embedding every passage again per test
+    (test_export_carries_top3_passages keeps the path that loads its own)."""
     import pipeline.models.embedder as embedder_module
 
     load = embedder_module.load_embedder

@@ -214,7 +214,12 @@ def test_sigterm_during_labeling_exits_143_at_once_and_the_rerun_writes_the_same
     """The label stage stopped while its models load and run: exit 143 within seconds, and the
     same command then writes the labels an uninterrupted command writes."""
     old, new = STAGE_DATES[0], STAGE_DATES[1]
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "PREFECT_HOME": str(tmp_path / "prefect")}
+    # torch on one thread, as in the suite's workers: the other worker shares the two cores
+    env = os.environ | {
+        "HF_HUB_OFFLINE": "1",
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "OMP_NUM_THREADS": "1",
+    }
 
     def label(workdir: Path) -> list[str]:
         command = ["label", "--old", old, "--new", new, "--workdir", str(workdir)]

@@ -45,16 +45,20 @@ dialogue = false
 local_model = "packaged:SmolLM2-135M-Instruct"
 local_parallel = 2
 local_ctx = 2048
+local_threads = 1
 """
     )
     return config
 
 
 def env(tmp_path: Path) -> dict[str, str]:
+    # One thread for torch and for llama.cpp (local_threads above): the suite's other worker
+    # shares the two cores, and spinning threads on a busy core only slow both.
     return os.environ | {
         "PREFECT_HOME": str(tmp_path / "prefect"),
         "HF_HUB_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
     }
 
 

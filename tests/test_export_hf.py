@@ -79,6 +79,7 @@ def test_push_uploads_the_folder_and_tags_the_release(
     assert hub.calls[2][2]["tag"] == tag and hub.calls[2][2]["revision"] == "abc123"
 
 
+@pytest.mark.usefixtures("exports_share_the_session_embedder")
 def test_cli_export_hf(released_workdir: Path, tmp_path: Path, capsys) -> None:
     code = main(
         [

@@ -33,7 +33,7 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
             alias=ALIAS,
             parallel=2,
             ctx_per_slot=2048,
-            threads=2,
+            threads=1,  # the suite's other worker shares the two cores
             log_path=str(log),
         )
     )

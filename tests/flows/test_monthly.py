@@ -174,6 +174,7 @@ def test_a_run_killed_anywhere_resumes_where_it_stopped(
     config_file.write_text(json.dumps(flow_config(workdir, llm_server)))
     # The session's Prefect server: a run need not start (and lose, when killed) its own.
     env = os.environ | {"PYTHONPATH": str(REPO_ROOT), "PREFECT_API_URL": PREFECT_API_URL.value()}
+    env["OMP_NUM_THREADS"] = "1"  # torch in each run: one thread, as in the suite's workers
     start = len(llm_server.answered_bodies())
 
     def command(target: str) -> list[str]:
