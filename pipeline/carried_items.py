@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline.dates import iso_date
 from pipeline.generate.answer_spans import list_part, name_part, range_part
 from pipeline.text_checks import is_grounded
 
@@ -47,8 +48,10 @@ def fact_misfit(timestamp: str | None, old_sentence: str, new_sentence: str) -> 
 
 def still_written(text: str, sentence: str) -> bool:
     """``text`` is in the sentence: as a whole, spaced or cased otherwise ("25.6tbit" ->
-    "25.6 Tbit", "NBCUniversal" -> "NBC Universal"), or word for word with words between
-    ("Florence Pugh" -> "Florence Rose Pugh")."""
+    "25.6 Tbit", "NBCUniversal" -> "NBC Universal"), word for word with words between
+    ("Florence Pugh" -> "Florence Rose Pugh"), as the same date ("December 13, 2022" -> "Dec
+    13, 2022"), or as initials spelt out or a name cut to its initials ("AG" -> "Attorney
+    General", "U.S. Environmental Protection Agency" -> "EPA")."""
     if is_grounded(text, sentence):
         return True
 
@@ -59,4 +62,46 @@ def still_written(text: str, sentence: str) -> bool:
         return True
     words = re.findall(r"\w+", sentence.casefold())
     wanted = re.findall(r"\w+", text.casefold())
-    return bool(wanted) and all(w in words for w in wanted)
+    if wanted and all(w in words for w in wanted):
+        return True
+    return _same_date(text, sentence) or _same_initials(text, sentence)
+
+
+def _same_date(text: str, sentence: str) -> bool:
+    day = iso_date(text)
+    if day is None or len(day) == 4:  # a bare year is is_grounded's
+        return False
+    tokens = re.findall(r"[A-Za-z]+\.?|\d+(?:st|nd|rd|th)?|,", sentence)
+    return any(
+        iso_date(" ".join(tokens[i : i + n]).replace(" ,", ",")) == day
+        for n in (2, 3, 4)
+        for i in range(len(tokens) - n + 1)
+    )
+
+
+# Words initials skip ("Department of Homeland Security" -> DHS).
+_SMALL = frozenset({"of", "and", "the", "for", "on", "in", "de", "&"})
+
+
+def _initials(words: list[str]) -> str:
+    return "".join(w[0] for w in words if w.lower() not in _SMALL).upper()
+
+
+def _same_initials(text: str, sentence: str) -> bool:
+    """One side is 2-6 capitals and the other spells them out in words in a row."""
+    short, long = text.replace(".", ""), sentence
+    if not re.fullmatch(r"[A-Z]{2,6}", short):
+        capitals = {t.replace(".", "") for t in sentence.split()}
+        words = re.findall(r"[\w'-]+", text)
+        return any(_initials(words[i:]) in capitals for i in range(len(words) - 1))
+    words = re.findall(r"[\w'-]+|&", long)
+    for start in range(len(words)):
+        for end in range(start + 2, min(start + 12, len(words)) + 1):
+            if words[end - 1].lower() in _SMALL:
+                continue
+            got = _initials(words[start:end])
+            if got == short:
+                return True
+            if not short.startswith(got):
+                break
+    return False

@@ -33,6 +33,30 @@ def test_an_edit_that_no_longer_fits_the_answer() -> None:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("answer", "old", "new"),
+    [  # real edits of wikisnap sentences: the same answer, written otherwise
+        ("December 13, 2022", "AMD launched the RX 7900 XT on December 13, 2022.",
+         "The RX 7900 XT was released on Dec 13, 2022."),
+        ("AG", "She was a New York State assistant AG in Brooklyn.",
+         "She was a New York State assistant Attorney General in Brooklyn."),
+        ("CMB", "Anisotropy in the CMB was found in 1992.",
+         "Anisotropy in the cosmic microwave background was found in 1992."),
+        ("the U.S. Environmental Protection Agency",
+         "In 1999, the U.S. Environmental Protection Agency began investigating.",
+         "In 1999, the EPA began investigating."),
+    ],
+)  # fmt: skip
+def test_an_answer_written_otherwise_still_fits(answer: str, old: str, new: str) -> None:
+    assert qa_misfit("", answer, old, new) == ""
+
+
+def test_other_initials_and_dates_do_not() -> None:
+    assert qa_misfit("", "DHS", "The DHS acted.", "The Department of Justice acted.")
+    assert qa_misfit("", "December 13, 2022", "It opened on December 13, 2022.",
+                     "It opened on Dec 14, 2022.")  # fmt: skip
+
+
 def test_a_fact_whose_year_the_edit_took_out() -> None:
     old = "In May 2023, Pascal was cast in an upcoming sequel of Gladiator."
     new = "In May, Pascal was cast in an upcoming sequel of Ridley Scott's Gladiator."
