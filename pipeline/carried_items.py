@@ -12,7 +12,7 @@ import re
 
 from pipeline.dates import iso_date
 from pipeline.generate.answer_spans import list_part, name_part, range_part
-from pipeline.text_checks import is_grounded
+from pipeline.text_checks import INITIALS_SKIP, is_grounded
 
 # A "list" of more words than this is the parser joining clauses, not names.
 _MAX_LIST_WORDS = 12
@@ -79,12 +79,8 @@ def _same_date(text: str, sentence: str) -> bool:
     )
 
 
-# Words initials skip ("Department of Homeland Security" -> DHS).
-_SMALL = frozenset({"of", "and", "the", "for", "on", "in", "de", "&"})
-
-
 def _initials(words: list[str]) -> str:
-    return "".join(w[0] for w in words if w.lower() not in _SMALL).upper()
+    return "".join(w[0] for w in words if w.lower() not in INITIALS_SKIP).upper()
 
 
 def _same_initials(text: str, sentence: str) -> bool:
@@ -97,7 +93,7 @@ def _same_initials(text: str, sentence: str) -> bool:
     words = re.findall(r"[\w'-]+|&", long)
     for start in range(len(words)):
         for end in range(start + 2, min(start + 12, len(words)) + 1):
-            if words[end - 1].lower() in _SMALL:
+            if words[end - 1].lower() in INITIALS_SKIP:
                 continue
             got = _initials(words[start:end])
             if got == short:

@@ -296,7 +296,7 @@ def _choice_options(question: str) -> list[set[str]]:
 
 
 # Words an organisation's initials skip ("Department of Homeland Security" -> DHS).
-_INITIALS_SKIP = frozenset({"of", "and", "the", "for", "on", "in", "de", "&"})
+INITIALS_SKIP = frozenset({"of", "and", "the", "for", "on", "in", "de", "&"})
 _INITIALS_ANSWER = re.compile(r"(?:the\s+)?((?:[A-Z]\.?){2,6})", re.IGNORECASE)
 
 
@@ -314,7 +314,7 @@ def abbreviates_question_words(question: str, answer: str) -> bool:
             continue
         initials = ""
         for word in words[start:]:
-            if initials and word.lower() in _INITIALS_SKIP:
+            if initials and word.lower() in INITIALS_SKIP:
                 continue
             if not word[0].isupper():
                 break
