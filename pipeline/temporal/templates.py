@@ -35,7 +35,7 @@ from pipeline.temporal.phrasing import Phrasing, recheck
 from pipeline.temporal.questions import Fact, QuestionSpec, time_phrase_of
 
 # Stamped on every templated question and part of the temporal stage's digest.
-TEMPLATE_VERSION = "temporal-template-4"
+TEMPLATE_VERSION = "temporal-template-5"
 _BE = frozenset("is are was were".split())  # noqa: SIM905
 _AUXILIARIES = _BE | frozenset(
     "has have had will would can could may might must shall should".split()  # noqa: SIM905
@@ -156,6 +156,25 @@ def _asks_where(fact: Fact) -> bool:
     return span is not None and all(t.ent_type_ in _PLACES for t in span)
 
 
+def _object_noun(fact: Fact) -> str:
+    """The common noun that ends the fact's object when words before it say which one
+    ("award" of "Innovation Preparedness award", "configuration" of "Standard Range RWD
+    configuration"), else "". "What did Cisco receive in 2011?" fits anything received;
+    "What award ..." asks for the one the answer names."""
+    span = _span(fact.object, fact.evidence_text)
+    if span is None or len(span) < 2:
+        return ""
+    head = span[-1]
+    says_which = any(t.pos_ not in ("DET", "PRON", "PUNCT") for t in span[:-1])
+    # a value is asked as one ("$3.6m": not "What m"), whatever its last word
+    valued = any(t.like_num or t.is_currency or t.pos_ in ("NUM", "SYM") for t in span)
+    if head.i != span.root.i or head.pos_ != "NOUN" or not head.is_lower or valued:
+        return ""
+    if not says_which or not head.is_alpha or len(head) < 3:
+        return ""
+    return head.text
+
+
 def turn(fact: Fact) -> _Turned | None:
     """The fact's relation turned into a question about its object, or None."""
     words = _relation_tokens(fact.subject, fact.relation, fact.object)
@@ -165,6 +184,8 @@ def turn(fact: Fact) -> _Turned | None:
     verbs = [i for i, t in enumerate(words) if t.pos_ in ("VERB", "AUX")]
     if not verbs:
         return _Turned(wh, "", subject, "", fact.relation)
+    if wh == "What" and (noun := _object_noun(fact)):
+        wh = f"What {noun}"
     if _asks_where(fact):
         # "Where was X born?", "Where did X move to?": "in" / "at" go with "where"
         wh = "Where"
@@ -222,7 +243,9 @@ def template_question(spec: QuestionSpec) -> str | None:
         if len(places) > 1:
             return None  # some places, some not: no one question word fits
         if turned.wh != "Where":
-            turned = replace(turned, wh="Who" if all(map(_asks_who, spec.facts)) else "What")
+            nouns = {_object_noun(f) for f in spec.facts}
+            what = f"What {nouns.pop()}" if len(nouns) == 1 and "" not in nouns else "What"
+            turned = replace(turned, wh="Who" if all(map(_asks_who, spec.facts)) else what)
         text = _main(turned, spec.time_phrase)
     elif spec.category == "C3":
         clause = _relative(spec.facts[1], spec.shape)

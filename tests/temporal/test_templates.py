@@ -39,6 +39,11 @@ BORN = said("p", "José Pedro Balmaceda Pascal", "was born in", "Santiago", "197
 MERGER = said("w", "Time Warner", "acquired", "Turner Broadcasting System", "1996",
               "In 1996, the Time Warner merger brought Turner Broadcasting System into the "
               "company; Time Warner acquired Turner Broadcasting System.")  # fmt: skip
+AWARD = said("c", "Cisco", "received", "Innovation Preparedness award", "2011",
+             "In 2011, Cisco received the Innovation Preparedness award from the American Red "
+             "Cross Silicon Valley Chapter.")  # fmt: skip
+FINE = said("b", "Barclays Bank", "agreed to pay", "$3.6m", "1998",
+            "In 1998, Barclays Bank agreed to pay $3.6m to settle the case.")  # fmt: skip
 SUED = said("s", "state of Minnesota", "sued", "3M", "2010",
             "In 2010, the state of Minnesota sued 3M for $5 billion.")  # fmt: skip
 
@@ -60,6 +65,8 @@ def c1(f: Fact) -> str | None:
         (STARRED, "In 2023, what did Pascal star in?"),  # not "in in"
         (MERGER, "What did Time Warner acquire in 1996?"),  # "the" of "the Time Warner merger"
         (BORN, "Where was José Pedro Balmaceda Pascal born on 2 April 1975?"),
+        (AWARD, "What award did Cisco receive in 2011?"),  # the kind the object names
+        (FINE, "What did Barclays Bank agree to pay in 1998?"),  # a value: not "What m"
     ],
 )
 def test_c1_turns_the_relation_around_its_object(f: Fact, question: str) -> None:
@@ -81,12 +88,12 @@ def test_the_articles_person_is_named_in_full() -> None:
     opened = said("o", "Dolphins", "opened", "a training facility", "1993",
                   "In 1993, the Dolphins opened a training facility.")  # fmt: skip
     assert c1(Fact(**{**vars(opened), "title": "Miami Dolphins"})) == (
-        "What did the Dolphins open in 1993?"
+        "What facility did the Dolphins open in 1993?"
     )
     launched = said("t", "Tesla", "launched", "an online design studio", "2020-06-05",
                     "On June 5, 2020, Tesla launched an online design studio.")  # fmt: skip
     assert c1(Fact(**{**vars(launched), "title": "Tesla Model Y"})) == (
-        "What did Tesla launch on 5 June 2020?"
+        "What studio did Tesla launch on 5 June 2020?"
     )
 
 
