@@ -4,8 +4,10 @@
 Builds the snapshots and offline labels in a scratch workdir, then, for every `unchanged` pair
 of one old sentence and one new sentence whose texts differ, takes the answer spans
 answer-first QA could offer from the old sentence and the quadruples the parse reads off it,
-and asks :func:`~pipeline.carried_items.qa_misfit` / ``fact_misfit`` of each. Prints the
-counts and writes every retirement to ``<workdir>/edit_misfits.jsonl`` for reading.
+and asks :func:`~pipeline.carried_items.qa_misfit` / ``fact_misfit`` of each; the real
+dialogue turns of the item gold set whose sentence is such an old sentence are asked
+``turn_misfit``. Prints the counts and writes every retirement to
+``<workdir>/edit_misfits.jsonl`` for reading.
 
     .venv/bin/python -m benchmarks.bench_edits [--workdir DIR]
 """
@@ -22,7 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline.carried_items import fact_misfit, qa_misfit  # noqa: E402
+from benchmarks.item_gold import read_gold  # noqa: E402
+from pipeline.carried_items import fact_misfit, qa_misfit, turn_misfit  # noqa: E402
 from pipeline.config import load_config  # noqa: E402
 from pipeline.generate.answer_spans import answer_spans  # noqa: E402
 from pipeline.generate.quadruple_parse import facts_of  # noqa: E402
@@ -51,6 +54,17 @@ def edited_pairs(workdir: Path, old: str, new: str) -> list[tuple[int, str, str]
     return pairs
 
 
+def gold_turns() -> dict[tuple[str, int, str], list[tuple[str, dict]]]:
+    """The item gold set's dialogue turns by (snapshot, page, evidence sentence), each with
+    its article title: real replies the model wrote on these articles."""
+    turns: dict[tuple[str, int, str], list[tuple[str, dict]]] = {}
+    for rec in read_gold():
+        for turn in rec.get("turns") or [] if rec["kind"] == "dialogue" else []:
+            key = (rec["snapshot"], rec["page_id"], turn["evidence_text"])
+            turns.setdefault(key, []).append((rec["title"], turn))
+    return turns
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workdir", type=Path, default=None)
@@ -64,11 +78,22 @@ def main() -> None:
         load_config(profile="offline"), workdir, embedder=load_embedder(PACKAGED_MINILM)
     )
     counts: Counter[str] = Counter()
+    turns = gold_turns()
     with (workdir / "edit_misfits.jsonl").open("w") as out:
         for old, new in zip(WIKISNAP_DATES, WIKISNAP_DATES[1:], strict=False):
             label_snapshots(workdir, old, new, labeler)
             for page, before, after in edited_pairs(workdir, old, new):
                 counts["edited pairs"] += 1
+                for title, turn in turns.get((old, page, before), []):
+                    counts["gold dialogue turns"] += 1
+                    why = turn_misfit(turn["expert"], title, before, after)
+                    if why:
+                        counts["turns that no longer fit"] += 1
+                        record = {"pair": f"{old}->{new}", "page_id": page, "why": why,
+                                  "user": turn["user"], "expert": turn["expert"],
+                                  "gold": turn["gold"]["verdict"],
+                                  "old": before, "new": after}  # fmt: skip
+                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 for span in answer_spans([0], [before], ""):
                     counts["answer spans"] += 1
                     why = qa_misfit("", span.text, before, after)

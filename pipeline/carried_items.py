@@ -4,14 +4,15 @@ The labeler calls a sentence `unchanged` when the edit is small (similar enough,
 can see replaced), and the ledger carries the items resting on it. A small edit can still take
 an item's answer away: the clause holding it deleted, a value renamed or updated in words the
 labeler did not read as a replacement, a name that became one of a list. These functions say
-why such an item no longer fits (the ledger retires it as ``answer_no_longer_fits``), or ""."""
+why such an item (a QA pair, a dialogue turn, a quadruple) no longer fits (the ledger retires
+it as ``answer_no_longer_fits``), or ""."""
 
 from __future__ import annotations
 
 import re
 
 from pipeline.dates import iso_date
-from pipeline.generate.answer_spans import list_part, name_part, range_part
+from pipeline.generate.answer_spans import answer_spans, list_part, name_part, range_part
 from pipeline.text_checks import INITIALS_SKIP, is_grounded
 
 # A "list" of more words than this is the parser joining clauses, not names.
@@ -32,6 +33,19 @@ def qa_misfit(question: str, answer: str, old_sentence: str, new_sentence: str) 
         if now and len(now.split()) <= _MAX_LIST_WORDS and not part(answer, old_sentence):
             return f"the edited evidence says {now!r}"
     return ""
+
+
+def turn_misfit(expert: str, title: str, old_sentence: str, new_sentence: str) -> str:
+    """Why a dialogue turn whose reply rested on its old sentence does not fit the edited one,
+    or "": a name, date or number the reply states from the old sentence (an answer span of
+    it) is gone from the new one ("The FDA expanded the approval in March 2024" after "In March
+    2024, the FDA expanded ..." became "In the US semaglutide is indicated ...")."""
+    gone = [
+        span.text
+        for span in answer_spans([0], [old_sentence], title)
+        if still_written(span.text, expert) and not still_written(span.text, new_sentence)
+    ]
+    return f"the edited evidence no longer holds {', '.join(map(repr, gone))}" if gone else ""
 
 
 def fact_misfit(timestamp: str | None, old_sentence: str, new_sentence: str) -> str:

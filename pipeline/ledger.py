@@ -18,10 +18,11 @@ After snapshot ``t`` the ledger lives in ``<workdir>/ledger/<t>/``:
 Maintenance at ``t`` from the labels ``t-1 -> t`` (GrowOVER Algorithms 4 and 5): an item
 whose evidence sentences are all unchanged stays, typed unchanged, its evidence moved to the
 new indices; otherwise it is retired with the reason (``evidence_changed``,
-``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). A QA pair or quadruple whose
-evidence stayed but was edited is retired too when the edit no longer fits it
-(``answer_no_longer_fits``: the QA answer or the quadruple's year is gone from the sentence,
-or the answer is now one member of a list, one end of a range, the end of a name).
+``evidence_unlabeled``, ``evidence_deleted``, ``page_deleted``). A QA pair, dialogue turn or
+quadruple whose evidence stayed but was edited is retired too when the edit no longer fits it
+(``answer_no_longer_fits``: the QA answer, a name / date / number the turn's reply took from
+the sentence or the quadruple's year is gone from it, or the QA answer is now one member of a
+list, one end of a range, the end of a name).
 For dialogues the unit is the turn: an excluded turn stays in its dialogue as context but is
 no longer evaluated; a dialogue leaves the benchmark when none of its turns is left.
 
@@ -40,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.carried_items import fact_misfit, qa_misfit
+from pipeline.carried_items import fact_misfit, qa_misfit, turn_misfit
 from pipeline.errors import WikidriftError
 from pipeline.fact_keys import normalize_key
 from pipeline.item_kinds import LEDGER_KINDS
@@ -73,7 +74,7 @@ from pipeline.storage import (
 )
 
 # Bump when maintenance decides differently, so stored ledger steps are redone.
-LEDGER_RULES = "ledger-4"
+LEDGER_RULES = "ledger-5"
 # Why a QA pair or quadruple leaves although its evidence stayed `unchanged`: the small edit
 # took its answer (a quadruple's year) out of the sentence, or made the answer one of a list,
 # one end of a range, part of a name (pipeline.carried_items).
@@ -311,10 +312,13 @@ def _maintain(
 
 
 def _misfit(item: dict, evidence: dict, new_text: str) -> str:
-    """Why a carried QA pair or quadruple no longer fits its edited evidence, or ""."""
+    """Why a carried QA pair, dialogue turn or quadruple no longer fits its edited evidence,
+    or ""."""
     old_text = evidence["evidence_text"]
     if item["kind"] == "qa":
         return qa_misfit(item["question"], item["answer"], old_text, new_text)
+    if item["kind"] == "dialogue_turn":
+        return turn_misfit(item["expert"], item["title"], old_text, new_text)
     if item["kind"] == "quadruple":
         return fact_misfit(item["timestamp"], old_text, new_text)
     return ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.carried_items import fact_misfit, qa_misfit
+from pipeline.carried_items import fact_misfit, qa_misfit, turn_misfit
 
 pytestmark = pytest.mark.slow  # spaCy
 
@@ -66,3 +66,23 @@ def test_a_fact_whose_year_the_edit_took_out() -> None:
     # a reworded object of a fact that still holds is no reason
     assert fact_misfit("2014-02", "In February 2014, Altman was named president of Y Combinator.",
                        "In February 2014, he was named president of YC.") == ""  # fmt: skip
+
+
+def test_a_turn_whose_reply_states_what_the_edit_took_out() -> None:
+    # a real edit of a wikisnap sentence (Semaglutide, 2024-06-01 -> 2025-01-01), labeled unchanged
+    old = (
+        "In March 2024, the US Food and Drug Administration (FDA) expanded the indication for "
+        "semaglutide (Wegovy), in combination with a reduced calorie diet and increased "
+        "physical activity, to reduce the risk of cardiovascular death."
+    )
+    new = (
+        "In the US semaglutide (Wegovy) is indicated in combination with a reduced calorie "
+        "diet and increased physical activity to reduce the risk of major adverse "
+        "cardiovascular events."
+    )
+    reply = "The FDA expanded the approval of semaglutide (Wegovy) in March 2024."
+    why = turn_misfit(reply, "Semaglutide", old, new)
+    assert "March 2024" in why
+    # a reply that states only what the edited sentence still says fits
+    assert turn_misfit("It is used with a reduced calorie diet.", "Semaglutide", old, new) == ""
+    assert turn_misfit(reply, "Semaglutide", old, old.replace("In March", "in March")) == ""

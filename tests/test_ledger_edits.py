@@ -65,7 +65,12 @@ def test_an_edit_that_makes_the_answer_one_of_a_list_retires_the_item(labeled: P
             "driver", "What driver will Aston Martin retain for 2025?", "Fernando Alonso"
         ),
         "year": _qa("year", "For which year will Aston Martin retain Fernando Alonso?", "2025"),
-    }
+        # a turn whose reply states what the edited sentence still says: kept
+        "turn": {"item_id": "turn", "kind": "dialogue_turn", "page_id": ASTON_MARTIN,
+                 "title": "Aston Martin in Formula One", "user": "Who stays for 2025?",
+                 "expert": "Fernando Alonso stays with the team for 2025.", "valid_to": None,
+                 "retired_reason": None},
+    }  # fmt: skip
     previous = [
         {"item_id": i, "snapshot": OLD, "page_id": ASTON_MARTIN, "evidence_sent_idx": [old_idx],
          "evidence_text": old_text, "type": "new"}
@@ -79,5 +84,6 @@ def test_an_edit_that_makes_the_answer_one_of_a_list_retires_the_item(labeled: P
     assert summary.retired["qa"] == {ANSWER_NO_LONGER_FITS: 1}
     # the year still answers its question in the edited sentence: kept, evidence moved on
     assert items["year"]["valid_to"] is None and summary.kept["qa"] == 1
-    (moved,) = evidence
-    assert moved["item_id"] == "year" and moved["evidence_text"] == new_text
+    assert items["turn"]["valid_to"] is None and summary.kept["dialogue_turn"] == 1
+    assert {e["item_id"] for e in evidence} == {"year", "turn"}
+    assert {e["evidence_text"] for e in evidence} == {new_text}
