@@ -59,7 +59,9 @@ def gold_turns() -> dict[tuple[str, int, str], list[tuple[str, dict]]]:
     its article title: real replies the model wrote on these articles."""
     turns: dict[tuple[str, int, str], list[tuple[str, dict]]] = {}
     for rec in read_gold():
-        for turn in rec.get("turns") or [] if rec["kind"] == "dialogue" else []:
+        if rec["kind"] != "dialogue":
+            continue
+        for turn in rec["turns"]:
             key = (rec["snapshot"], rec["page_id"], turn["evidence_text"])
             turns.setdefault(key, []).append((rec["title"], turn))
     return turns

@@ -75,9 +75,10 @@ from pipeline.storage import (
 
 # Bump when maintenance decides differently, so stored ledger steps are redone.
 LEDGER_RULES = "ledger-5"
-# Why a QA pair or quadruple leaves although its evidence stayed `unchanged`: the small edit
-# took its answer (a quadruple's year) out of the sentence, or made the answer one of a list,
-# one end of a range, part of a name (pipeline.carried_items).
+# Why a QA pair, dialogue turn or quadruple leaves although its evidence stayed `unchanged`:
+# the small edit took its answer (a value the reply states, a quadruple's year) out of the
+# sentence, or made the answer one of a list, one end of a range, part of a name
+# (pipeline.carried_items).
 ANSWER_NO_LONGER_FITS = "answer_no_longer_fits"
 
 

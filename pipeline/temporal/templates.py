@@ -168,9 +168,8 @@ def _object_noun(fact: Fact) -> str:
     says_which = any(t.pos_ not in ("DET", "PRON", "PUNCT") for t in span[:-1])
     # a value is asked as one ("$3.6m": not "What m"), whatever its last word
     valued = any(t.like_num or t.is_currency or t.pos_ in ("NUM", "SYM") for t in span)
-    if head.i != span.root.i or head.pos_ != "NOUN" or not head.is_lower or valued:
-        return ""
-    if not says_which or not head.is_alpha or len(head) < 3:
+    common = head.pos_ == "NOUN" and head.is_lower and head.is_alpha and len(head) >= 3
+    if head.i != span.root.i or not common or valued or not says_which:
         return ""
     return head.text
 
